@@ -1,0 +1,40 @@
+# wqk: symmetry and directionality of W_q W_k^T, from checkpoints to the paper's figures.
+# Run: snakemake --cores 2 --configfile config/quickstart.yaml   (see README.md)
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+# The paper run by default; --configfile replaces it instead of merging into it.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
+
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+report: "workflow/report/workflow.rst"
+
+
+if "HF_TOKEN" in os.environ:  # optional: gated models (Llama); passed on to cluster jobs
+
+    envvars:
+        "HF_TOKEN",
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/models.smk"
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/figures.smk"
+include: "workflow/rules/tables.smk"
+include: "workflow/rules/train.smk"
+
+
+rule all:
+    input:
+        get_final_output(),
+    localrule: True
+    default_target: True

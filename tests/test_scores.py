@@ -1,0 +1,150 @@
+"""The scores: factored (Gram) path against the dense float64 oracle, and their definitions."""
+
+import numpy as np
+import pytest
+import torch
+
+from wqk.blocks import AttentionBlock
+from wqk.scores import layer_factors, score_block, score_dense, score_factors
+
+
+def numpy_scores(M: np.ndarray, n_std: float = 2.0) -> tuple[float, float]:
+    """DESIGN.md section 2, written independently of the library (numpy, explicit loops)."""
+    S = (M + M.T) / 2
+    sym = 2 * (S**2).sum() / (M**2).sum() - 1
+    r = np.sqrt((M**2).sum(1))
+    c = np.sqrt((M**2).sum(0))
+    t_r = r.mean() + n_std * r.std(ddof=1)
+    t_c = c.mean() + n_std * c.std(ddof=1)
+    e_r = sum(x - t_r for x in r if x > t_r)
+    e_c = sum(x - t_c for x in c if x > t_c)
+    d = 0.0 if e_r + e_c == 0 else (e_r - e_c) / (e_r + e_c)
+    return sym, d
+
+
+def assert_close_rel(a, b, rel=1e-6):
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    np.testing.assert_allclose(a, b, rtol=rel, atol=rel * max(1.0, np.abs(b).max()))
+
+
+@pytest.mark.parametrize(
+    "batch,d_q,d_k,w",
+    [(3, 16, 16, 4), (2, 40, 40, 40), (4, 64, 64, 96), (2, 24, 32, 8), (1, 7, 7, 1)],
+)
+def test_factored_equals_dense_oracle(batch, d_q, d_k, w):
+    g = torch.Generator().manual_seed(d_q * 1000 + w)
+    Q = torch.randn(batch, d_q, w, generator=g, dtype=torch.float64)
+    K = torch.randn(batch, d_k, w, generator=g, dtype=torch.float64)
+    # make some rows/columns dominant so the directionality excess is not trivially zero
+    Q[:, 0] *= 5
+    K[:, -1] *= 8
+    fact = score_factors(Q, K)
+    dense = score_dense(Q @ K.transpose(1, 2))
+    for f in ("directionality", "fro_norm", "E_r", "E_c"):
+        assert_close_rel(fact[f], dense[f])
+    if d_q == d_k:
+        assert_close_rel(fact["symmetry"], dense["symmetry"])
+    else:
+        assert np.isnan(fact["symmetry"]).all() and "non-square" in fact["reason"][0]
+
+
+def test_dense_matches_independent_numpy_definition():
+    rng = np.random.default_rng(0)
+    for shape in [(12, 12), (30, 30)]:
+        M = rng.standard_normal(shape)
+        M[:, 3] *= 6  # a dominant column: negative directionality
+        sym, d = numpy_scores(M)
+        out = score_dense(torch.from_numpy(M))
+        assert out["symmetry"][0] == pytest.approx(sym, rel=1e-9)
+        assert out["directionality"][0] == pytest.approx(d, rel=1e-9, abs=1e-12)
+        assert d < -0.5
+
+
+def test_symmetric_skew_and_rank_deficient_cases():
+    g = torch.Generator().manual_seed(1)
+    A = torch.randn(10, 10, generator=g, dtype=torch.float64)
+    eye = torch.eye(10, dtype=torch.float64)
+    # Q = K: M = Q Q^T symmetric
+    assert score_factors(A, A)["symmetry"][0] == pytest.approx(1.0, abs=1e-12)
+    # Q = [A | I], K = [I | -A]: M = A - A^T, skew-symmetric
+    skew = score_factors(torch.cat([A, eye], 1), torch.cat([eye, -A], 1))
+    assert skew["symmetry"][0] == pytest.approx(-1.0, abs=1e-12)
+    # rank one, column dominated: M = u v^T with v concentrated on one key coordinate
+    u = torch.randn(10, 1, generator=g, dtype=torch.float64)
+    v = torch.full((10, 1), 0.01, dtype=torch.float64)
+    v[4] = 3.0
+    rank1 = score_factors(u, v)
+    assert_close_rel(rank1["symmetry"], score_dense(u @ v.T)["symmetry"])
+    assert rank1["directionality"][0] < -0.9
+
+
+def test_zero_matrix_gives_nan_with_reason():
+    out = score_factors(torch.zeros(2, 8, 4), torch.randn(2, 8, 4))
+    assert np.isnan(out["symmetry"]).all()
+    assert all("zero matrix" in r for r in out["reason"])
+    assert (out["fro_norm"] == 0).all()
+
+
+def test_nonfinite_weights_flag_only_their_head():
+    q = torch.randn(4, 16, 4)
+    k = torch.randn(4, 16, 4)
+    q[2, 3, 1] = float("nan")
+    k[3, 0, 0] = float("inf")
+    out = score_factors(q, k)
+    assert np.isfinite(out["symmetry"][:2]).all()
+    assert np.isnan(out["symmetry"][2:]).all() and np.isnan(out["directionality"][2:]).all()
+    assert out["reason"][:2] == [None, None]
+    assert "non-finite" in out["reason"][2] and "non-finite" in out["reason"][3]
+
+
+def gqa_block(h=8, h_kv=2, d=32, k=4, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    return AttentionBlock(
+        "decoder", 0, torch.randn(h, d, k, generator=g, dtype=dtype), torch.randn(h_kv, d, k, generator=g, dtype=dtype)
+    )
+
+
+def test_gqa_layer_form_repeats_key_heads():
+    block = gqa_block()
+    group = block.n_heads // block.n_kv_heads
+    M = sum(block.q[h] @ block.k[h // group].T for h in range(block.n_heads))
+    q_cat, k_cat = layer_factors(block)
+    torch.testing.assert_close(q_cat @ k_cat.T, M)
+    assert q_cat.shape[1] == block.n_kv_heads * block.q.shape[2]
+    # tiling (h % n_kv), the published code's mistake, gives a different form
+    tiled = sum(block.q[h] @ block.k[h % block.n_kv_heads].T for h in range(block.n_heads))
+    assert not torch.allclose(tiled, M)
+
+
+@pytest.mark.parametrize("shape", [(8, 2, 32, 4), (4, 4, 12, 6), (6, 1, 20, 5), (4, 4, 256, 64)])
+def test_score_block_heads_and_layer_against_oracle(shape):
+    h, h_kv, d, k = shape
+    block = gqa_block(h, h_kv, d, k, seed=h * d)
+    per_head, per_layer = score_block(block, dtype=torch.float64)
+    group = h // h_kv
+    Ms = torch.stack([block.q[i] @ block.k[i // group].T for i in range(h)])
+    oracle_heads = score_dense(Ms)
+    oracle_layer = score_dense(Ms.sum(0))
+    for f in ("symmetry", "directionality", "fro_norm", "E_r", "E_c"):
+        assert_close_rel(per_head[f], oracle_heads[f])
+        assert_close_rel(per_layer[f], oracle_layer[f])
+
+
+def test_float32_default_close_to_float64():
+    block = gqa_block(8, 2, 128, 16, seed=3)
+    h64, l64 = score_block(block, dtype=torch.float64)
+    block32 = AttentionBlock(block.stack, block.layer, block.q.float(), block.k.float())
+    h32, l32 = score_block(block32)
+    for f in ("symmetry", "directionality"):
+        np.testing.assert_allclose(h32[f], h64[f], atol=1e-5)
+        np.testing.assert_allclose(l32[f], l64[f], atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (run on the device machine)")
+def test_cuda_matches_cpu():
+    block = AttentionBlock("encoder", 0, torch.randn(12, 384, 32), torch.randn(12, 384, 32))
+    cpu_h, cpu_l = score_block(block, device="cpu")
+    gpu_h, gpu_l = score_block(block, device="cuda")
+    for f in ("symmetry", "directionality"):
+        np.testing.assert_allclose(gpu_h[f], cpu_h[f], atol=1e-5)
+        np.testing.assert_allclose(gpu_l[f], cpu_l[f], atol=1e-5)

@@ -1,0 +1,341 @@
+"""Training experiments: corpora, tokenizer, training (determinism, resume, causality),
+summaries, the symmetric-initialisation table and the training figures."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from wqk.errors import SourceUnavailable, WqkError
+from wqk.training import corpus, summary, tokenizer
+from wqk.training.train import TrainConfig, build_model, complete_checkpoints, train
+
+PAPER = Path("/work/shared/paper")
+ROOT = Path(__file__).resolve().parents[1]
+
+# A model small enough to train in seconds on 2 cores.
+TINY = dict(layers=2, hidden=32, heads=2, intermediate=64, seq_len=16, batch_size=4, lr=1e-3, warmup=2)
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory):
+    out = tmp_path_factory.mktemp("corpus") / "pydoc.txt"
+    corpus.write_corpus(corpus.pydoc(), out, max_chars=60_000)
+    return out
+
+
+@pytest.fixture(scope="module")
+def small_tokenizer(small_corpus, tmp_path_factory):
+    return tokenizer.build(tmp_path_factory.mktemp("tok") / "tok", small_corpus, vocab_size=500)
+
+
+def tiny_cfg(small_corpus, small_tokenizer, out, **kw) -> TrainConfig:
+    args = {**TINY, "steps": 6, "save_every": 3, "log_every": 2, **kw}
+    return TrainConfig(corpus=str(small_corpus), tokenizer=str(small_tokenizer), out=str(out), device="cpu", **args)
+
+
+def cli(*args) -> list[str]:
+    return [sys.executable, "-m", "wqk.cli", *map(str, args)]
+
+
+# --- corpora ----------------------------------------------------------------------------
+
+PLAY = """# A Play
+
+## ACT I
+
+### SCENE I. A room.
+
+_Enter HAMLET and HORATIO, with
+Attendants_
+
+**HAMLET**  
+To be, or not to be: that is the question:  
+_[Aside]_ Whether 'tis nobler in the mind to suffer
+
+**HORATIO**  
+[Within]_  
+My lord! *[He draws.]*
+
+_Exeunt_
+"""
+
+
+def test_play_markdown_is_stripped_to_spoken_lines():
+    text = corpus.strip_play(PLAY)
+    assert text == (
+        "To be, or not to be: that is the question:\n"
+        " Whether 'tis nobler in the mind to suffer\n\nMy lord!\n"
+    )
+
+
+def test_shakespeare_corpus_has_no_markdown(tmp_path):
+    out = tmp_path / "shakespeare.txt"
+    n = corpus.write_corpus(corpus.shakespeare(), out)
+    text = out.read_text()
+    assert n == len(text) and n > 3_000_000
+    assert "**" not in text and "_" not in text and "[" not in text
+    assert not any(line.startswith("#") for line in text.splitlines())
+    assert "To be, or not to be: that is the question:" in text
+    assert "HAMLET\n" not in text  # speaker names go with their ** lines
+
+
+def test_pydoc_corpus_and_max_chars(tmp_path):
+    out = tmp_path / "pydoc.txt"
+    assert corpus.write_corpus(corpus.pydoc(), out, max_chars=5000) == 5000
+    assert len(out.read_text()) == 5000
+    assert not list(tmp_path.glob(".*tmp*"))
+
+
+def test_missing_jigsaw_folder_names_folder_and_competition(tmp_path):
+    with pytest.raises(SourceUnavailable, match="jigsaw-toxic-comment-classification-challenge") as e:
+        next(corpus.documents("jigsaw", str(tmp_path / "nowhere")))
+    assert str(tmp_path / "nowhere") in str(e.value)
+    r = subprocess.run(cli("corpus", "--name", "jigsaw", "--jigsaw-dir", tmp_path / "nowhere", "--out", tmp_path / "j.txt"),
+                       capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert r.returncode == 2 and "kaggle" in r.stderr.lower() and not (tmp_path / "j.txt").exists()
+
+
+def test_jigsaw_folder_is_read(tmp_path):
+    pd.DataFrame({"id": ["a", "b"], "comment_text": ["first comment", "second one"]}).to_csv(tmp_path / "train.csv")
+    assert list(corpus.documents("jigsaw", str(tmp_path))) == ["first comment\n", "second one\n"]
+
+
+def test_wikipedia_without_datasets_library(monkeypatch):
+    monkeypatch.setitem(sys.modules, "datasets", None)  # import fails
+    with pytest.raises(SourceUnavailable, match="pip install datasets"):
+        next(corpus.documents("wikipedia"))
+
+
+def test_wikipedia_with_offline_hub(monkeypatch):
+    import types
+
+    def load_dataset(*a, **k):
+        raise ConnectionError("Couldn't reach 'wikimedia/wikipedia' on the Hub (LocalEntryNotFoundError)")
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    for name in ("wikipedia", "redpajama"):
+        with pytest.raises(SourceUnavailable, match="HF_DATASETS_OFFLINE=1") as e:
+            next(corpus.documents(name))
+        assert name in str(e.value)
+
+
+# --- tokenizer --------------------------------------------------------------------------
+
+
+def test_tokenizer_is_deterministic_and_bert_like(small_corpus, tmp_path):
+    a = tokenizer.build(tmp_path / "a", small_corpus, vocab_size=800)
+    b = tokenizer.build(tmp_path / "b", small_corpus, vocab_size=800)
+    assert (a / "tokenizer.json").read_bytes() == (b / "tokenizer.json").read_bytes()
+    tok = tokenizer.load(a)
+    assert tok.get_vocab_size() == 800
+    assert [tok.token_to_id(t) for t in tokenizer.SPECIAL_TOKENS] == [0, 1, 2, 3, 4]
+    assert tok.encode("Hello World").tokens[0] == "[CLS]"
+    assert all(t == t.lower() for t in tok.encode("The Python LANGUAGE", add_special_tokens=False).tokens)
+    from transformers import PreTrainedTokenizerFast
+
+    assert PreTrainedTokenizerFast.from_pretrained(str(a)).mask_token_id == 4
+
+
+# --- model ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("objective", ["bidirectional", "autoregressive"])
+def test_symmetric_init_copies_key_into_query(objective, small_corpus, small_tokenizer, tmp_path):
+    cfg = tiny_cfg(small_corpus, small_tokenizer, tmp_path / "run", objective=objective, init="symmetric", layers=3)
+    model = build_model(cfg, 500, 0)
+    for layer in model.bert.encoder.layer:
+        s = layer.attention.self
+        assert torch.equal(s.query.weight, s.key.weight) and torch.equal(s.query.bias, s.key.bias)
+        assert s.query.weight.data_ptr() != s.key.weight.data_ptr()  # a copy, not a tie
+    default = build_model(tiny_cfg(small_corpus, small_tokenizer, tmp_path / "r2", objective=objective), 500, 0)
+    assert not torch.equal(default.bert.encoder.layer[0].attention.self.query.weight,
+                           default.bert.encoder.layer[0].attention.self.key.weight)  # fmt: skip
+
+
+def test_decoder_is_causal_and_encoder_is_not(small_corpus, small_tokenizer, tmp_path):
+    ids = torch.randint(5, 500, (1, 12), generator=torch.Generator().manual_seed(1))
+    changed = ids.clone()
+    changed[0, 8] = (ids[0, 8] + 1) % 500
+    for objective, causal in (("autoregressive", True), ("bidirectional", False)):
+        model = build_model(tiny_cfg(small_corpus, small_tokenizer, tmp_path, objective=objective), 500, 0).eval()
+        with torch.no_grad():
+            a, b = model(input_ids=ids).logits, model(input_ids=changed).logits
+        assert torch.equal(a[0, :8], b[0, :8]) == causal
+        assert not torch.allclose(a[0, 8:], b[0, 8:])
+
+
+# --- training ---------------------------------------------------------------------------
+
+
+def _bytes(run: Path) -> dict[str, bytes]:
+    files = sorted(run.glob("checkpoints/*/model.safetensors")) + [run / "loss.csv", run / "done.json"]
+    return {f.relative_to(run).as_posix(): f.read_bytes() for f in files}
+
+
+def test_training_is_deterministic_and_scoreable(small_corpus, small_tokenizer, tmp_path):
+    for name in ("a", "b"):
+        train(tiny_cfg(small_corpus, small_tokenizer, tmp_path / name, init="symmetric"))
+    a, b = _bytes(tmp_path / "a"), _bytes(tmp_path / "b")
+    assert list(a) == ["checkpoints/step-000000/model.safetensors", "checkpoints/step-000003/model.safetensors",
+                       "checkpoints/step-000006/model.safetensors", "loss.csv", "done.json"]  # fmt: skip
+    assert a == b
+    loss = pd.read_csv(tmp_path / "a" / "loss.csv")
+    assert loss["step"].tolist() == [2, 4, 6] and np.isfinite(loss["loss"]).all()
+    assert a["checkpoints/step-000000/model.safetensors"] != a["checkpoints/step-000006/model.safetensors"]
+    assert json.loads((tmp_path / "a" / "run.json").read_text())["init"] == "symmetric"
+
+    # A checkpoint is an ordinary local checkpoint for the scorer; symmetric init: M_h symmetric at step 0.
+    summ, layers, losses = summary.summarize([str(tmp_path / "a")])
+    assert summ["step"].tolist() == [0, 3, 6]
+    first = summ.iloc[0]
+    assert first["symmetry_median"] == pytest.approx(1.0, abs=1e-5) and first["stack"] == "encoder"
+    assert summ.iloc[-1]["symmetry_median"] < 1.0
+    assert sorted(layers.query("step == 0")["layer"]) == [0, 1]
+    assert summ["loss"].tolist() == [losses["loss"].iloc[0], losses["loss"].iloc[1], losses["loss"].iloc[2]]
+
+
+def test_rerun_of_finished_run_is_a_no_op_and_settings_are_checked(small_corpus, small_tokenizer, tmp_path):
+    cfg = tiny_cfg(small_corpus, small_tokenizer, tmp_path / "r", steps=2, save_every=2)
+    train(cfg)
+    before = _bytes(tmp_path / "r")
+    train(cfg)
+    assert _bytes(tmp_path / "r") == before
+    with pytest.raises(WqkError, match="other settings.*lr"):
+        train(tiny_cfg(small_corpus, small_tokenizer, tmp_path / "r", steps=2, save_every=2, lr=0.1))
+
+
+def test_resume_after_kill_matches_uninterrupted_run(small_corpus, small_tokenizer, tmp_path):
+    args = ["train", "--corpus", small_corpus, "--tokenizer", small_tokenizer, "--objective", "bidirectional",
+            "--layers", 2, "--hidden", 32, "--heads", 2, "--intermediate", 64, "--seq-len", 32, "--batch-size", 8,
+            "--steps", 300, "--save-every", 20, "--log-every", 5, "--lr", 1e-3, "--warmup", 10, "--device", "cpu"]  # fmt: skip
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    full = subprocess.run(cli(*args, "--out", tmp_path / "full"), capture_output=True, text=True, env=env, cwd=ROOT)
+    assert full.returncode == 0, full.stderr
+
+    run = tmp_path / "killed"
+    proc = subprocess.Popen(cli(*args, "--out", run), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    deadline = time.monotonic() + 120
+    while not complete_checkpoints(run)[1:] and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (run / "done.json").exists(), "the run finished before it could be killed"
+    kept = complete_checkpoints(run)
+    assert kept[-1] >= 20
+
+    resumed = subprocess.run(cli(*args, "--out", run), capture_output=True, text=True, env=env, cwd=ROOT)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming {run} from step {kept[-1]}" in resumed.stderr
+    assert _bytes(run) == _bytes(tmp_path / "full")
+    assert not list(run.glob("checkpoints/.tmp-*"))
+
+
+# --- summary, table, figures ------------------------------------------------------------
+
+
+def _fake_run(root: Path, name: str, objective: str, init: str = "default") -> Path:
+    run = root / name
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"run": name, "size": "mini", "objective": objective, "init": init, "dataset": "pydoc"}))
+    pd.DataFrame({"step": [10, 20, 30], "loss": [5.0, 4.0, 3.0], "lr": [1e-3] * 3}).to_csv(run / "loss.csv", index=False)
+    return run
+
+
+def _fake_scores(path: Path, model: str, values: list[float]) -> Path:
+    rows = [{"model": model, "stack": "encoder", "scope": "layer", "layer": i, "head": None, "symmetry": v,
+             "directionality": -v} for i, v in enumerate(values)]  # fmt: skip
+    rows.append({"model": model, "stack": "encoder", "scope": "head", "layer": 0, "head": 0, "symmetry": 9.0, "directionality": 9.0})
+    pd.DataFrame(rows).to_parquet(path)
+    return path
+
+
+def test_summary_from_score_files(tmp_path):
+    run = _fake_run(tmp_path, "enc", "bidirectional")
+    s0 = _fake_scores(tmp_path / "a.parquet", f"{run}/checkpoints/step-000000", [0.0, 0.1, 0.2, 0.3])
+    s1 = _fake_scores(tmp_path / "b.parquet", "whatever", [0.4, 0.8, 0.6, 1.0])
+    (tmp_path / "scores" / "enc").mkdir(parents=True)
+    s1 = s1.rename(tmp_path / "scores" / "enc" / "step-000025.parquet")
+    out = tmp_path / "training" / "summary.csv"
+    from wqk.cli import main
+
+    assert main(["train-summary", "--runs", str(run), "--scores", str(s0), str(s1), "--out", str(out)]) == 0
+    df = pd.read_csv(out)
+    assert df["step"].tolist() == [0, 25]
+    assert df["loss"].tolist() == [5.0, 4.0]  # nearest logged loss; step 25 ties 20 and 30: the earlier
+    row = df.iloc[1]
+    assert (row["symmetry_median"], row["symmetry_q25"], row["symmetry_q75"]) == pytest.approx((0.7, 0.55, 0.85))
+    assert row["directionality_median"] == pytest.approx(-0.7)
+    assert {"run", "size", "objective", "init", "dataset"} <= set(df.columns)
+    layers = pd.read_csv(out.with_name("layers.csv"))
+    assert len(layers) == 8 and set(layers.columns) >= {"run", "step", "layer", "symmetry", "directionality"}
+    assert len(pd.read_csv(out.with_name("losses.csv"))) == 3
+
+
+def test_symmetric_init_table_on_paper_losses():
+    from wqk.tables import symmetric_init as t
+
+    losses = t.load("losses", PAPER / "symmetric_init_loss.csv")
+    table = t.build({"losses": losses})
+    assert len(table) == 6  # (bert, bert_small) x (jigsaw, red_pajama, wikipedia)
+    fractions = table["fraction_steps_saved"].dropna()
+    assert len(fractions) >= 4 and ((fractions >= 0) & (fractions <= 1)).all()
+    never = table[table["fraction_steps_saved"].isna()]
+    assert (never["note"] != "").all() and (never["final_loss_symmetric"] > never["final_loss_default"]).all()
+
+    # By hand from the CSV: the first row (1-based n) where the symmetric column <= the baseline's last value.
+    wide = pd.read_csv(PAPER / "symmetric_init_loss.csv")
+    base, sym = wide["bert_small--encoder--wikipedia"], wide["bert_small--encoder--wikipedia--symmetric-init"]
+    n = int(np.argmax(sym.to_numpy() <= base.iloc[-1])) + 1
+    row = table.query("size == 'bert_small' and dataset == 'wikipedia'").iloc[0]
+    assert row["fraction_steps_saved"] == pytest.approx(1 - n / len(wide))
+    assert row["step_reaching_default"] == n * 200 and row["final_loss_default"] == base.iloc[-1]
+
+
+def test_symmetric_init_table_hand_case():
+    from wqk.tables import symmetric_init as t
+
+    rows = [("default", [4.0, 3.0, 2.0, 1.5]), ("symmetric", [3.5, 2.0, 1.5, 1.0])]
+    losses = pd.DataFrame([{"size": "s", "objective": "bidirectional", "dataset": "d", "init": init,
+                            "step": 10 * (i + 1), "loss": v} for init, vals in rows for i, v in enumerate(vals)])  # fmt: skip
+    row = t.build({"losses": losses}).iloc[0]
+    assert row["step_reaching_default"] == 30 and row["fraction_steps_saved"] == pytest.approx(0.25)
+    assert row["final_loss_symmetric"] == 1.0
+
+
+def test_training_figures_render(tmp_path):
+    from matplotlib.figure import Figure
+
+    from wqk import figures
+    from wqk.figures import training_layers, training_loss, training_scores
+
+    steps = [0, 100, 200]
+    summ, layers = [], []
+    for objective, sign in (("bidirectional", 1), ("autoregressive", -1)):
+        for s in steps:
+            v = sign * s / 400
+            summ.append({"run": objective, "size": "mini", "objective": objective, "init": "default", "dataset": "pydoc",
+                         "step": s, "loss": 5 - s / 100, **{f"{m}_{q}": v + d for m in ("symmetry", "directionality")
+                                                           for q, d in (("median", 0), ("q25", -0.1), ("q75", 0.1))}})  # fmt: skip
+            layers += [{"run": objective, "size": "mini", "objective": objective, "init": "default", "dataset": "pydoc",
+                        "step": s, "layer": l, "symmetry": v * l, "directionality": -v * l} for l in range(4)]  # fmt: skip
+    fig = training_scores.draw({"summary": pd.DataFrame(summ)}, dataset="pydoc")
+    assert isinstance(fig, Figure) and len(fig.axes[0].lines) >= 2
+    assert isinstance(training_layers.draw({"layers": pd.DataFrame(layers)}), Figure)
+    paper = pd.read_csv(PAPER / "symmetric_init_loss.csv")
+    fig = training_loss.draw({"losses": paper}, size="bert_small")
+    assert sum(len(ax.lines) for ax in fig.axes) == 6
+    pdf, png = figures.save(fig, tmp_path / "loss.pdf")
+    assert pdf.stat().st_size > 0 and png.stat().st_size > 0
+    with pytest.raises(WqkError, match="several datasets"):
+        training_scores.draw({"summary": pd.DataFrame(summ).assign(dataset=["a", "b"] * 3)})

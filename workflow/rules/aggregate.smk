@@ -1,0 +1,62 @@
+# Over models: the resolved catalogue, per-model statistics, comparison with the paper.
+
+
+rule catalogue:
+    """The validated catalogue with derived slugs: what aggregation joins scores to."""
+    input:
+        config["catalogue"],
+    output:
+        "results/catalogue.tsv",
+    log:
+        "logs/catalogue.log",
+    localrule: True
+    run:
+        write_catalogue(output[0], log[0])
+
+
+rule aggregate:
+    """Median and interquartile range per model and stack (over layers and over heads)."""
+    input:
+        scores=get_all_scores,
+        null=get_all_null,
+        catalogue="results/catalogue.tsv",
+    output:
+        models="results/aggregate/models.parquet",
+        models_csv="results/aggregate/models.csv",
+        groups="results/aggregate/groups.parquet",
+        groups_csv="results/aggregate/groups.csv",
+        layers="results/aggregate/layers.parquet",
+        heads="results/aggregate/heads.parquet",
+    params:
+        out_dir=subpath(output.models, parent=True),
+        null=lambda wc, input: f"--null {' '.join(input.null)}" if input.null else "",
+    log:
+        "logs/aggregate.log",
+    benchmark:
+        "benchmarks/aggregate.tsv"
+    resources:
+        mem_mb=8000,
+        runtime=30,
+    conda:
+        "../envs/wqk.yaml"
+    shell:
+        "wqk aggregate --scores {input.scores} {params.null} --catalogue {input.catalogue}"
+        " --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule validate:
+    """Ours against the paper's published medians, with the expected cause of each gap."""
+    input:
+        models="results/aggregate/models.parquet",
+        published=config["validation"]["published"],
+        paper_models=config["validation"]["paper_models"],
+    output:
+        "results/validation/paper_comparison.csv",
+    log:
+        "logs/validate.log",
+    localrule: True
+    conda:
+        "../envs/wqk.yaml"
+    shell:
+        "wqk validate --models {input.models} --published {input.published}"
+        " --paper-models {input.paper_models} --out {output} > {log} 2>&1"

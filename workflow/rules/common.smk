@@ -1,0 +1,336 @@
+"""Config and catalogue loading, wildcards, input functions and the target list.
+
+Everything here runs at parse time (again in every cluster job): keep it cheap and
+deterministic. The catalogue is validated line by line so an error names the file, the
+line and the column.
+"""
+
+import csv
+import os
+import sys
+from pathlib import Path
+
+import jsonschema
+import yaml
+from snakemake.exceptions import WorkflowError
+
+# `wqk.slug` is the one place where model ids become paths; importing the package's
+# __init__ needs no dependencies, so the source tree is enough when wqk is not installed.
+sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
+from wqk import slug as model_slug  # noqa: E402
+
+SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
+STACKS = ("encoder", "decoder", "cross")
+# Long name of each training objective in run names, as the paper names its runs.
+OBJECTIVE_SHORT = {"bidirectional": "encoder", "autoregressive": "decoder"}
+# Figure key of a scores-vs-parameters figure -> modality of its models.
+GROUP_MODALITY = {"language": "text", "vision": "vision", "audio": "audio"}
+
+
+# ---------------------------------------------------------------- catalogue
+
+
+def _cell(value, spec):
+    """A TSV cell as the JSON type its schema property expects."""
+    types = spec.get("type", "string")
+    types = types if isinstance(types, list) else [types]
+    if value == "" and "null" in types:
+        return None
+    if "integer" in types:
+        try:
+            return int(value)
+        except ValueError:
+            return value  # left as text: the schema names the bad cell
+    if "boolean" in types:
+        return {"true": True, "false": False}.get(value.strip().lower(), value)
+    return value
+
+
+def load_catalogue(path):
+    """Validated catalogue rows (dicts, in file order, defaults filled, slugs derived)."""
+    schema = yaml.safe_load((SCHEMAS / "catalogue.schema.yaml").read_text())
+    props = schema["properties"]
+    validator = jsonschema.Draft202012Validator(schema)
+    if not os.path.exists(path):
+        raise WorkflowError(f"catalogue {path} not found: set `catalogue:` in the config file")
+    with open(path, newline="") as f:
+        numbered = [(n, l) for n, l in enumerate(f, start=1) if l.strip() and not l.lstrip().startswith("#")]
+    reader = csv.DictReader([l for _, l in numbered], delimiter="\t")
+    rows, seen = [], {}
+    for (lineno, _), raw in zip(numbered[1:], reader):
+        where = f"catalogue {path}, line {lineno}"
+        if None in raw or None in raw.values():
+            raise WorkflowError(f"{where}: wrong number of tab-separated cells (header has {len(reader.fieldnames)})")
+        row = {
+            k: _cell(v.strip(), props.get(k, {}))
+            for k, v in raw.items()
+            if not (v.strip() == "" and "default" in props.get(k, {}))
+        }
+        errors = sorted(validator.iter_errors(row), key=lambda e: list(e.path))
+        if errors:
+            e = errors[0]
+            column = e.path[0] if e.path else None
+            if column is None and e.validator == "additionalProperties":
+                unknown = sorted(set(row) - set(props))
+                raise WorkflowError(f"{where}: unknown column(s) {unknown}; allowed: {sorted(props)}")
+            col = f"column '{column}'" if column else "row"
+            raise WorkflowError(f"{where}, {col}: {e.message}")
+        for key, spec in props.items():
+            row.setdefault(key, spec.get("default"))
+        row["slug"] = row["slug"] or model_slug(row["model_id"])
+        if not (row["objective_encoder"] or row["objective_decoder"]):
+            raise WorkflowError(f"{where}: give objective_encoder and/or objective_decoder")
+        if row["slug"] in seen:
+            raise WorkflowError(f"{where}: duplicate slug '{row['slug']}' (also on line {seen[row['slug']]})")
+        seen[row["slug"]] = lineno
+        rows.append({k: row[k] for k in props})  # schema order: stable columns
+    if not rows:
+        raise WorkflowError(f"catalogue {path} has no models")
+    return rows
+
+
+CATALOGUE = load_catalogue(config["catalogue"])
+MODELS = {row["slug"]: row for row in CATALOGUE}
+SLUGS = list(MODELS)
+CATALOGUE_COLUMNS = list(CATALOGUE[0])
+
+
+def write_catalogue(path, log):
+    """Write the validated catalogue (slugs filled in) as TSV, atomically."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, CATALOGUE_COLUMNS, delimiter="\t", lineterminator="\n")
+        w.writeheader()
+        for row in CATALOGUE:
+            w.writerow({k: "" if v is None else v for k, v in row.items()})
+    os.replace(tmp, path)
+    Path(log).write_text(f"{len(CATALOGUE)} models from {config['catalogue']}\n")
+
+
+def source_kind(source):
+    if source.startswith("pypi:"):
+        return "pypi"
+    if source.startswith("tiny:"):
+        return "tiny"
+    if os.path.isabs(source) or source.startswith("."):
+        return "folder"
+    return "hub"
+
+
+def slugs_of_kind(kind):
+    return [s for s, row in MODELS.items() if source_kind(row["source"]) == kind]
+
+
+def figure_groups(key):
+    """Slugs of the models that belong to a figure key (language, vision, audio, encdec)."""
+    return [s for s, row in MODELS.items() if key in row["figure"].split(",")]
+
+
+# ---------------------------------------------------------------- training runs
+
+TRAINING = config.get("training", {})
+
+
+def training_runs():
+    """Run name -> settings, from the grid sizes x objectives x inits x datasets."""
+    if not config["activate"]["training"]:
+        return {}
+    if not TRAINING:
+        raise WorkflowError("activate: training is true but the config has no `training:` section")
+    runs = {}
+    for size in TRAINING["sizes"]:
+        for init, objectives in TRAINING["inits"].items():
+            for objective in objectives:
+                for dataset in TRAINING["datasets"]:
+                    name = f"{size}-{OBJECTIVE_SHORT[objective]}-{init}-{dataset}"
+                    runs[name] = dict(size=size, objective=objective, init=init, dataset=dataset)
+    return dict(sorted(runs.items()))
+
+
+RUNS = training_runs()
+
+
+def checkpoint_steps():
+    """Steps at which `wqk train` saves a checkpoint: 0, every save_every, and the last."""
+    steps, every = TRAINING["steps"], TRAINING["save_every"]
+    return sorted({0, steps, *range(every, steps + 1, every)})
+
+
+STEPS = [f"{s:06d}" for s in checkpoint_steps()] if RUNS else []
+
+
+def tokenizer_dir(dataset):
+    tok = TRAINING.get("tokenizer", {})
+    if "pretrained" in tok:
+        return f"results/training/tokenizer/pretrained-{model_slug(tok['pretrained'])}"
+    return f"results/training/tokenizer/corpus-{dataset}"
+
+
+# ---------------------------------------------------------------- wildcards
+
+
+def _alternatives(names):
+    import re
+
+    return "|".join(re.escape(n) for n in names) if names else "(?!x)x"
+
+
+wildcard_constraints:
+    slug=_alternatives(SLUGS),
+    run=_alternatives(RUNS),
+    step=r"\d{6}",
+    dataset=r"[a-z0-9_]+",
+    group=r"language|vision|audio",
+
+
+# ---------------------------------------------------------------- input functions
+
+
+def get_extract_input(wildcards):
+    """The local folder extraction reads, when the workflow makes it (hub, tiny)."""
+    kind = source_kind(MODELS[wildcards.slug]["source"])
+    if kind == "hub":
+        return f"results/fetch/{wildcards.slug}"
+    if kind == "tiny":
+        return f"results/tiny/{wildcards.slug}"
+    return []
+
+
+def get_extract_source(wildcards):
+    """What `wqk extract` is given: the fetched or built folder, else the source itself."""
+    row = MODELS[wildcards.slug]
+    return get_extract_input(wildcards) or row["source"]
+
+
+def get_tiny_model_type(wildcards):
+    return MODELS[wildcards.slug]["source"].removeprefix("tiny:")
+
+
+def get_revision(wildcards):
+    return MODELS[wildcards.slug]["revision"]
+
+
+def get_all_scores(wildcards=None):
+    return expand("results/scores/{slug}.parquet", slug=SLUGS)
+
+
+def get_all_null(wildcards=None):
+    if not config["activate"]["null_reference"]:
+        return []
+    return expand("results/null/{slug}.parquet", slug=SLUGS)
+
+
+def get_run_scores(run):
+    return expand("results/training/scores/{run}/step-{step}.parquet", run=run, step=STEPS)
+
+
+def get_training_scores(wildcards=None):
+    return [p for run in RUNS for p in get_run_scores(run)]
+
+
+def get_training_dones(wildcards=None):
+    return expand("results/training/runs/{run}/done.json", run=RUNS)
+
+
+def get_train_settings(wildcards):
+    """Every setting of one run as `wqk train` flags (a params: so changes rerun it)."""
+    run = RUNS[wildcards.run]
+    size = TRAINING["sizes"][run["size"]]
+    t = TRAINING
+    flags = [
+        f"--size {run['size']} --dataset {run['dataset']}",
+        f"--objective {run['objective']} --init {run['init']}",
+        f"--layers {size['layers']} --hidden {size['hidden']} --heads {size['heads']}",
+        f"--intermediate {size['intermediate']} --seq-len {t['seq_len']}",
+        f"--batch-size {t['batch_size']} --grad-accum {t['grad_accum']} --steps {t['steps']}",
+        f"--lr {t['lr']} --warmup {t['warmup']} --weight-decay {t['weight_decay']}",
+        f"--save-every {t['save_every']} --log-every {t['log_every']} --seed {t['seed']}",
+    ]
+    if t["fp16"]:
+        flags.append("--fp16")
+    return " ".join(flags)
+
+
+def get_train_corpus(wildcards):
+    return f"results/training/corpus/{RUNS[wildcards.run]['dataset']}.txt"
+
+
+def get_train_tokenizer(wildcards):
+    return tokenizer_dir(RUNS[wildcards.run]["dataset"])
+
+
+def heatmap_matrices(which):
+    """Matrices Parquet of the encoder or decoder model shown in the heatmap figure."""
+
+    def inner(wildcards):
+        name = config["figures"]["wqk_heatmaps"][which]
+        if name not in MODELS:
+            raise WorkflowError(f"figures: wqk_heatmaps: {which}: '{name}' is not a slug of the catalogue {config['catalogue']}")
+        return f"results/matrices/{name}.parquet"
+
+    return inner
+
+
+def params_of(kind, name, **extra):
+    """`--param key=value ...` from the config section of one figure or table ('' if none)."""
+    params = dict(config.get(kind, {}).get(name) or {}, **extra)  # extra: None drops a key
+    pairs = " ".join(f"{k}={v}" for k, v in sorted(params.items()) if v is not None)
+    return f"--param {pairs}" if pairs else ""
+
+
+def table_outputs(name):
+    return multiext(f"results/tables/{name}", ".csv", ".md", ".tex")
+
+
+def module(kind, name):
+    """The figure/table module, an input so that editing it reruns only that rule."""
+    return f"workflow/wqk/{kind}/{name}.py"
+
+
+# ---------------------------------------------------------------- targets
+
+
+def scores_vs_params_groups():
+    groups = config["figures"]["scores_vs_params"]["groups"]
+    return [g for g in groups if figure_groups(g)]
+
+
+def training_datasets():
+    return sorted({run["dataset"] for run in RUNS.values()})
+
+
+def get_figures():
+    figs = ["wqk_heatmaps"] if "wqk_heatmaps" in config["figures"] else []
+    figs += [f"scores_vs_params_{g}" for g in scores_vs_params_groups()]
+    if figure_groups("encdec"):
+        figs.append("encdec_stacks")
+    figs += ["head_distributions", "depth_profile"]
+    if RUNS:
+        figs += [f"training_scores_{d}" for d in training_datasets()]
+        figs += [f"training_layers_{d}" for d in training_datasets()]
+        figs.append("training_loss")
+    return figs
+
+
+def get_tables():
+    tables = ["scores_all"]
+    if figure_groups("language"):
+        tables.append("scores_language")
+    if config["activate"]["validation"]:
+        tables += ["paper_comparison", "errata"]
+    if RUNS and {"default", "symmetric"} <= set(TRAINING["inits"]):
+        tables.append("symmetric_init")
+    return tables
+
+
+def get_final_output():
+    targets = ["results/aggregate/models.parquet"]
+    if config["activate"]["figures"]:
+        targets += expand("figures/{name}.{ext}", name=get_figures(), ext=["pdf", "png"])
+    if config["activate"]["tables"]:
+        targets += expand("results/tables/{name}.{ext}", name=get_tables(), ext=["csv", "md", "tex"])
+    if config["activate"]["validation"]:
+        targets.append("results/validation/paper_comparison.csv")
+    if RUNS:
+        targets.append("results/training/summary.csv")
+    return targets

@@ -1,0 +1,171 @@
+# One rule and one module per figure; each lists its module (workflow/wqk/figures/NAME.py)
+# as an input so that editing one figure reruns only that figure. `wqk figure` writes the
+# PDF and the PNG side by side.
+
+
+rule figure_wqk_heatmaps:
+    input:
+        encoder=heatmap_matrices("encoder"),
+        decoder=heatmap_matrices("decoder"),
+        module=module("figures", "wqk_heatmaps"),
+    output:
+        pdf="figures/wqk_heatmaps.pdf",
+        png=report("figures/wqk_heatmaps.png", caption="../report/wqk_heatmaps.rst", category="Pretrained models"),
+    params:
+        opts=params_of("figures", "wqk_heatmaps", encoder=None, decoder=None),
+    log:
+        "logs/figures/wqk_heatmaps.log",
+    localrule: True
+    conda:
+        "../envs/wqk.yaml"
+    shell:
+        "wqk figure wqk_heatmaps --in encoder={input.encoder} decoder={input.decoder}"
+        " {params.opts} --out {output.pdf} > {log} 2>&1"
+
+
+rule figure_scores_vs_params:
+    input:
+        models="results/aggregate/models.parquet",
+        module=module("figures", "scores_vs_params"),
+    output:
+        pdf="figures/scores_vs_params_{group}.pdf",
+        png=report(
+            "figures/scores_vs_params_{group}.png",
+            caption="../report/scores_vs_params.rst",
+            category="Pretrained models",
+            labels={"figure": "scores vs parameters", "models": "{group}"},
+        ),
+    params:
+        opts=lambda wc: params_of("figures", "scores_vs_params", groups=None, modality=GROUP_MODALITY[wc.group], figure=wc.group),
+    log:
+        "logs/figures/scores_vs_params_{group}.log",
+    localrule: True
+    conda:
+        "../envs/wqk.yaml"
+    shell:
+        "wqk figure scores_vs_params --in models={input.models}"
+        " {params.opts} --out {output.pdf} > {log} 2>&1"
+
+
+rule figure_encdec_stacks:
+    input:
+        models="results/aggregate/models.parquet",
+        module=module("figures", "encdec_stacks"),
+    output:
+        pdf="figures/encdec_stacks.pdf",
+        png=report("figures/encdec_stacks.png", caption="../report/encdec_stacks.rst", category="Pretrained models"),
+    params:
+        opts=params_of("figures", "encdec_stacks"),
+    log:
+        "logs/figures/encdec_stacks.log",
+    localrule: True
+    conda:
+        "../envs/wqk.yaml"
+    shell:
+        "wqk figure encdec_stacks --in models={input.models}"
+        " {params.opts} --out {output.pdf} > {log} 2>&1"
+
+
+rule figure_head_distributions:
+    input:
+        heads="results/aggregate/heads.parquet",
+        module=module("figures", "head_distributions"),
+    output:
+        pdf="figures/head_distributions.pdf",
+        png=report("figures/head_distributions.png", caption="../report/head_distributions.rst", category="Beyond the paper"),
+    params:
+        opts=params_of("figures", "head_distributions"),
+    log:
+        "logs/figures/head_distributions.log",
+    localrule: True
+    conda:
+        "../envs/wqk.yaml"
+    shell:
+        "wqk figure head_distributions --in heads={input.heads}"
+        " {params.opts} --out {output.pdf} > {log} 2>&1"
+
+
+rule figure_depth_profile:
+    input:
+        layers="results/aggregate/layers.parquet",
+        module=module("figures", "depth_profile"),
+    output:
+        pdf="figures/depth_profile.pdf",
+        png=report("figures/depth_profile.png", caption="../report/depth_profile.rst", category="Beyond the paper"),
+    params:
+        opts=params_of("figures", "depth_profile"),
+    log:
+        "logs/figures/depth_profile.log",
+    localrule: True
+    conda:
+        "../envs/wqk.yaml"
+    shell:
+        "wqk figure depth_profile --in layers={input.layers}"
+        " {params.opts} --out {output.pdf} > {log} 2>&1"
+
+
+rule figure_training_scores:
+    input:
+        summary="results/training/summary.csv",
+        module=module("figures", "training_scores"),
+    output:
+        pdf="figures/training_scores_{dataset}.pdf",
+        png=report(
+            "figures/training_scores_{dataset}.png",
+            caption="../report/training_scores.rst",
+            category="Training",
+            labels={"figure": "scores during training", "dataset": "{dataset}"},
+        ),
+    params:
+        opts=lambda wc: params_of("figures", "training_scores", dataset=wc.dataset),
+    log:
+        "logs/figures/training_scores_{dataset}.log",
+    localrule: True
+    conda:
+        "../envs/wqk.yaml"
+    shell:
+        "wqk figure training_scores --in summary={input.summary}"
+        " {params.opts} --out {output.pdf} > {log} 2>&1"
+
+
+rule figure_training_layers:
+    input:
+        layers="results/training/layers.csv",
+        module=module("figures", "training_layers"),
+    output:
+        pdf="figures/training_layers_{dataset}.pdf",
+        png=report(
+            "figures/training_layers_{dataset}.png",
+            caption="../report/training_layers.rst",
+            category="Training",
+            labels={"figure": "scores per layer during training", "dataset": "{dataset}"},
+        ),
+    params:
+        opts=lambda wc: params_of("figures", "training_layers", dataset=wc.dataset),
+    log:
+        "logs/figures/training_layers_{dataset}.log",
+    localrule: True
+    conda:
+        "../envs/wqk.yaml"
+    shell:
+        "wqk figure training_layers --in layers={input.layers}"
+        " {params.opts} --out {output.pdf} > {log} 2>&1"
+
+
+rule figure_training_loss:
+    input:
+        losses="results/training/losses.csv",
+        module=module("figures", "training_loss"),
+    output:
+        pdf="figures/training_loss.pdf",
+        png=report("figures/training_loss.png", caption="../report/training_loss.rst", category="Training"),
+    params:
+        opts=params_of("figures", "training_loss"),
+    log:
+        "logs/figures/training_loss.log",
+    localrule: True
+    conda:
+        "../envs/wqk.yaml"
+    shell:
+        "wqk figure training_loss --in losses={input.losses}"
+        " {params.opts} --out {output.pdf} > {log} 2>&1"

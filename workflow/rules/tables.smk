@@ -1,0 +1,91 @@
+# One rule and one module per table; `wqk table` writes NAME.csv, NAME.md and NAME.tex.
+
+
+rule table_scores_language:
+    input:
+        models="results/aggregate/models.parquet",
+        module=module("tables", "scores_language"),
+    output:
+        table_outputs("scores_language"),
+    params:
+        prefix=subpath(output[0], strip_suffix=".csv"),
+        opts=params_of("tables", "scores_language"),
+    log:
+        "logs/tables/scores_language.log",
+    localrule: True
+    conda:
+        "../envs/wqk.yaml"
+    shell:
+        "wqk table scores_language --in models={input.models} {params.opts} --out {params.prefix} > {log} 2>&1"
+
+
+rule table_scores_all:
+    input:
+        models="results/aggregate/models.parquet",
+        module=module("tables", "scores_all"),
+    output:
+        table_outputs("scores_all"),
+    params:
+        prefix=subpath(output[0], strip_suffix=".csv"),
+        opts=params_of("tables", "scores_all"),
+    log:
+        "logs/tables/scores_all.log",
+    localrule: True
+    conda:
+        "../envs/wqk.yaml"
+    shell:
+        "wqk table scores_all --in models={input.models} {params.opts} --out {params.prefix} > {log} 2>&1"
+
+
+rule table_errata:
+    input:
+        comparison="results/validation/paper_comparison.csv",
+        module=module("tables", "errata"),
+    output:
+        table_outputs("errata"),
+    params:
+        prefix=subpath(output[0], strip_suffix=".csv"),
+        opts=params_of("tables", "errata"),
+    log:
+        "logs/tables/errata.log",
+    localrule: True
+    conda:
+        "../envs/wqk.yaml"
+    shell:
+        "wqk table errata --in comparison={input.comparison} {params.opts} --out {params.prefix} > {log} 2>&1"
+
+
+rule table_paper_comparison:
+    input:
+        comparison="results/validation/paper_comparison.csv",
+        module=module("tables", "paper_comparison"),
+    output:
+        table_outputs("paper_comparison"),
+    params:
+        prefix=subpath(output[0], strip_suffix=".csv"),
+        opts=params_of("tables", "paper_comparison"),
+    log:
+        "logs/tables/paper_comparison.log",
+    localrule: True
+    conda:
+        "../envs/wqk.yaml"
+    shell:
+        "wqk table paper_comparison --in comparison={input.comparison} {params.opts} --out {params.prefix} > {log} 2>&1"
+
+
+rule table_symmetric_init:
+    input:
+        losses="results/training/losses.csv",
+        module=module("tables", "symmetric_init"),
+    output:
+        table_outputs("symmetric_init"),
+    params:
+        prefix=subpath(output[0], strip_suffix=".csv"),
+        opts=params_of("tables", "symmetric_init"),
+    log:
+        "logs/tables/symmetric_init.log",
+    localrule: True
+    conda:
+        "../envs/wqk.yaml"
+    shell:
+        "wqk table symmetric_init --in losses={input.losses} {params.opts} --out {params.prefix} > {log} 2>&1"

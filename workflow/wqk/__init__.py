@@ -1,0 +1,15 @@
+"""wqk: the bilinear forms W_q W_k^T of attention heads, their symmetry and directionality."""
+
+import re
+
+__version__ = "0.1.0"
+
+
+def slug(model_id: str) -> str:
+    """Filesystem-safe name of a model id: the one place where ids become paths.
+
+    >>> slug("meta-llama/Llama-2-7b-hf@main")
+    'meta-llama--llama-2-7b-hf--main'
+    """
+    s = model_id.strip().lower().replace("/", "--").replace("@", "--")
+    return re.sub(r"[^a-z0-9._-]", "_", s)

@@ -1,0 +1,36 @@
+"""ALBERT: cross-layer parameter sharing.
+
+The encoder applies num_hidden_layers layers, but they reuse the weights of
+num_hidden_groups groups (1 in every released ALBERT) of inner_group_num layers each.
+We report the distinct weight sets found in the checkpoint, not the applied depth:
+albert-base-v2 yields ONE encoder block (layer 0), not 12. Layer numbers enumerate the
+(group, inner layer) pairs in order: layer = rank of (g, i) among those present.
+Names: [albert.]encoder.albert_layer_groups.{g}.albert_layers.{i}.attention.{query,key}.weight
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+from ..blocks import AttentionBlock
+from ..checkpoint import Checkpoint
+from ..errors import MissingTensor
+from . import config_get, find_prefix, linear_heads, register
+
+_PROBE = r"encoder\.albert_layer_groups\.\d+\.albert_layers\.\d+\.attention\.(query|key)\.weight"
+
+
+@register("albert")
+def albert_blocks(ckpt: Checkpoint) -> Iterator[AttentionBlock]:
+    prefix = find_prefix(ckpt, ["albert.", "model.", ""], _PROBE)
+    heads = int(config_get(ckpt, "num_attention_heads"))
+    rx = re.compile(re.escape(prefix) + _PROBE.replace(r"\d+", r"(\d+)"))
+    pairs = sorted({(int(m[1]), int(m[2])) for n in ckpt.store.names() if (m := rx.fullmatch(n))})
+    if not pairs:  # find_prefix matched, so this only guards against a changed probe
+        raise MissingTensor(f"{ckpt.model_id}: no ALBERT attention weights under prefix {prefix!r}")
+    for layer, (g, i) in enumerate(pairs):
+        name = f"{prefix}encoder.albert_layer_groups.{g}.albert_layers.{i}.attention.{{}}.weight"
+        wq = ckpt.store.get(name.format("query"))
+        wk = ckpt.store.get(name.format("key"))
+        yield AttentionBlock("encoder", layer, linear_heads(wq, heads), linear_heads(wk, heads))

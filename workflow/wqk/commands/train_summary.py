@@ -1,0 +1,31 @@
+"""`wqk train-summary`: training runs and their checkpoint scores -> summary.csv, layers.csv, losses.csv.
+
+Without --scores, every complete checkpoint of every run is scored here (the same scorer as
+`wqk score`); with --scores, the Parquet files of `wqk score RUN/checkpoints/step-N` are read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--runs", nargs="+", required=True, help="run folders written by `wqk train`")
+    p.add_argument("--scores", nargs="*", default=None, help="scores Parquet of the runs' checkpoints")
+    p.add_argument("--out", type=Path, required=True, help="summary CSV (e.g. results/training/summary.csv)")
+    p.add_argument("--layers-out", type=Path, help="per-layer CSV (default: layers.csv next to --out)")
+    p.add_argument("--losses-out", type=Path, help="loss-curve CSV (default: losses.csv next to --out)")
+    p.add_argument("--device", default="cpu", help="device for in-process scoring (auto, cpu, cuda)")
+
+
+def run(args) -> int:
+    from ..training.summary import summarize, write_csv
+
+    summary, layers, losses = summarize(args.runs, args.scores, device=args.device)
+    write_csv(layers, args.layers_out or args.out.with_name("layers.csv"))
+    write_csv(losses, args.losses_out or args.out.with_name("losses.csv"))
+    write_csv(summary, args.out)
+    last = summary.sort_values("step").groupby("run").tail(1)
+    cols = ["run", "step", "loss", "symmetry_median", "directionality_median"]
+    print(last[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return 0

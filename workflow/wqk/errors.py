@@ -1,0 +1,21 @@
+"""Errors a user can act on: each message names the model, the file and the way out."""
+
+
+class WqkError(Exception):
+    """Base class; the CLI prints these as one line and exits 2 instead of a traceback."""
+
+
+class UnsupportedModelType(WqkError):
+    pass
+
+
+class MissingTensor(WqkError):
+    pass
+
+
+class CorruptCheckpoint(WqkError):
+    pass
+
+
+class SourceUnavailable(WqkError):
+    """The hub is unreachable, a repo is gated, a package or folder is missing."""

@@ -1,0 +1,122 @@
+"""Figures: one module per figure with `draw(data: dict[str, DataFrame], **params) -> Figure`.
+
+`save(fig, out_pdf)` writes OUT.pdf and OUT.png side by side with their metadata stripped,
+so a rerun gives byte-identical files. Figures are built on matplotlib.figure.Figure (no
+pyplot state), in the paper's look: 7 pt fonts, single (3.5 in) or double (7 in) column.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+
+SINGLE = 3.5  # inches: one column
+DOUBLE = 7.0  # inches: two columns
+DPI = 300
+
+# The paper: navy for bidirectional (encoder-only), purple for autoregressive (decoder-only).
+COLOURS = {"bidirectional": "navy", "autoregressive": "purple"}
+OBJECTIVE_ORDER = ("bidirectional", "autoregressive")
+MODALITIES = ("text", "vision", "audio")
+STACK_COLOURS = {"encoder": "navy", "decoder": "purple", "cross": "grey"}
+OTHER = "grey"
+NULL_COLOUR = "0.55"
+
+RC = {
+    "font.size": 7,
+    "axes.titlesize": 8,
+    "axes.labelsize": 7,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "legend.fontsize": 7,
+    "legend.frameon": False,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.linewidth": 0.6,
+    "lines.linewidth": 1.0,
+    "lines.markersize": 4,
+    "errorbar.capsize": 1.5,
+    "pdf.fonttype": 42,  # TrueType in the PDF: text stays text, and editable
+    "svg.hashsalt": "wqk",
+    "savefig.dpi": DPI,
+    "figure.dpi": 100,
+    "image.interpolation": "nearest",
+}
+
+
+@contextlib.contextmanager
+def style():
+    """rc settings of every figure (used while drawing and while saving)."""
+    with matplotlib.rc_context(RC):
+        yield
+
+
+def new_figure(width: float = DOUBLE, height: float = 2.4, **subplots) -> tuple[Figure, np.ndarray]:
+    fig = Figure(figsize=(width, height), layout="constrained")
+    axes = fig.subplots(squeeze=False, **subplots)
+    return fig, axes
+
+
+def colour(objective: str) -> str:
+    return COLOURS.get(objective, OTHER)
+
+
+def label(objective: str, synthetic: bool = False) -> str:
+    return f"{objective} (synthetic)" if synthetic else objective
+
+
+def no_data(ax, text: str = "no models") -> None:
+    """Mark an empty panel instead of failing: e.g. a quick start without vision models."""
+    ax.text(0.5, 0.72, text, transform=ax.transAxes, ha="center", va="center", color="0.35",
+            bbox={"facecolor": "white", "edgecolor": "0.7", "boxstyle": "round", "lw": 0.5})  # fmt: skip
+
+
+def score_axis(ax, metric: str) -> None:
+    """y from -1 to 1 with a dashed line at 0, as in the paper."""
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_yticks([-1, -0.5, 0, 0.5, 1])
+    ax.axhline(0, color="0.3", lw=0.6, ls="--", zorder=0)
+    ax.set_ylabel(f"{metric} score")
+
+
+def params_axis(ax, n_params=()) -> None:
+    """log x from 1e6 to 1e12 (widened to hold smaller or larger models, e.g. tiny ones)."""
+    v = np.asarray([x for x in n_params if np.isfinite(x) and x > 0], dtype=float)
+    lo = min(1e6, 10 ** np.floor(np.log10(v.min()))) if v.size else 1e6
+    hi = max(1e12, 10 ** np.ceil(np.log10(v.max()))) if v.size else 1e12
+    ax.set_xscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("number of parameters")
+
+
+def save(fig: Figure, out_pdf: str | os.PathLike) -> tuple[Path, Path]:
+    """Write OUT.pdf and OUT.png (same stem), metadata stripped, atomically."""
+    out_pdf = Path(out_pdf)
+    if out_pdf.suffix != ".pdf":
+        out_pdf = out_pdf.with_suffix(".pdf")
+    out_png = out_pdf.with_suffix(".png")
+    out_pdf.parent.mkdir(parents=True, exist_ok=True)
+    meta_pdf = {"Creator": None, "Producer": None, "CreationDate": None, "ModDate": None}
+    with style():
+        for out, fmt, meta in ((out_pdf, "pdf", meta_pdf), (out_png, "png", {"Software": None})):
+            tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
+            fig.savefig(tmp, format=fmt, metadata=meta, dpi=DPI)
+            os.replace(tmp, out)
+    return out_pdf, out_png
+
+
+def get(name: str):
+    """The module wqk.figures.<name> (its `draw`); a clear error for an unknown name."""
+    from ..errors import WqkError
+
+    here = Path(__file__).parent
+    known = sorted(p.stem for p in here.glob("*.py") if not p.stem.startswith("_"))
+    if name not in known:
+        raise WqkError(f"no figure named {name!r}; known figures: {', '.join(known)}")
+    return importlib.import_module(f"{__name__}.{name}")

@@ -1,0 +1,29 @@
+"""Shared selection for the training figures (runs of one dataset, size and initialisation)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..errors import WqkError
+
+NAMES = {"bidirectional": "encoder (bidirectional)", "autoregressive": "decoder (autoregressive)"}
+
+
+def select(df: pd.DataFrame, dataset=None, init="default", size=None) -> pd.DataFrame:
+    """Rows of one dataset (required when several), one init ("all" keeps both), one size or all."""
+    if dataset is None:
+        found = sorted(df["dataset"].astype(str).unique())
+        if len(found) > 1:
+            raise WqkError(f"several datasets ({', '.join(found)}): pick one with --param dataset=NAME")
+    else:
+        df = df[df["dataset"].astype(str) == str(dataset)]
+    if init not in (None, "all"):
+        df = df[df["init"] == init]
+    if size is not None:
+        df = df[df["size"].astype(str) == str(size)]
+    return df
+
+
+def title(df: pd.DataFrame, dataset=None) -> str:
+    names = sorted(df["dataset"].astype(str).unique()) if dataset is None else [str(dataset)]
+    return ", ".join(names) or "no runs"

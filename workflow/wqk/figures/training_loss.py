@@ -1,0 +1,53 @@
+"""Loss curves with and without symmetric initialisation (W_q = W_k at step 0).
+
+data["losses"]: results/training/losses.csv, or the paper's wide symmetric_init_loss.csv.
+One panel per (size, dataset); default initialisation solid, symmetric dashed, in the
+objective's colour. Params objective (default bidirectional), dataset, size (default all).
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import DOUBLE, colour, new_figure, no_data, style
+from ..tables.symmetric_init import load  # noqa: F401  (`wqk figure` reads inputs through it)
+from ._training import NAMES
+
+
+def draw(data: dict, objective="bidirectional", dataset=None, size=None, width=DOUBLE, height=2.4, log_y=False):
+    df = data["losses"]
+    if "step" not in df.columns:
+        from ..tables.symmetric_init import from_paper
+
+        df = from_paper(df)
+    df = df[df["objective"] == objective]
+    if dataset is not None:
+        df = df[df["dataset"].astype(str) == str(dataset)]
+    if size is not None:
+        df = df[df["size"].astype(str) == str(size)]
+    panels = sorted({(str(s), str(d)) for s, d in zip(df["size"], df["dataset"])}) or [("", "")]
+    ncols = min(len(panels), 3)
+    nrows = math.ceil(len(panels) / ncols)
+    with style():
+        fig, axes = new_figure(width, height * nrows, nrows=nrows, ncols=ncols)
+        flat = [ax for row in axes for ax in row]
+        for ax, (s, d) in zip(flat, panels):
+            g = df[(df["size"].astype(str) == s) & (df["dataset"].astype(str) == d)]
+            ax.set_title(f"{s}, {d}" if s else "no runs")
+            ax.set_xlabel("training step")
+            ax.set_ylabel("training loss")
+            if log_y:
+                ax.set_yscale("log")
+            if g.empty:
+                no_data(ax, "no runs")
+            for init, ls in (("default", "-"), ("symmetric", "--")):
+                gi = g[g["init"] == init].sort_values("step")
+                if not gi.empty:
+                    ax.plot(gi["step"], gi["loss"], color=colour(objective), ls=ls, alpha=1.0 if init == "default" else 0.8,
+                            label=f"{NAMES.get(objective, objective)}, {init} init")  # fmt: skip
+        for ax in flat[len(panels):]:
+            ax.set_visible(False)
+        handles, labels = flat[0].get_legend_handles_labels()
+        if handles:
+            fig.legend(handles, labels, loc="outside lower center", ncols=2)
+    return fig

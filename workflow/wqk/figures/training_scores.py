@@ -1,0 +1,41 @@
+"""Training dynamics (the paper's figure 5): symmetry and directionality against training step.
+
+data["summary"]: results/training/summary.csv. Per objective (encoder navy, decoder purple),
+the median over layers as a line with the interquartile band. One figure per dataset
+(param dataset, needed when the summary holds several); params init (default "default"),
+size (default: all sizes, told apart by line style).
+"""
+
+from __future__ import annotations
+
+from . import DOUBLE, OBJECTIVE_ORDER, colour, new_figure, no_data, score_axis, style
+from ._training import NAMES, select, title
+
+METRICS = ("symmetry", "directionality")
+LINESTYLES = ("-", "--", ":", "-.")
+
+
+def draw(data: dict, dataset=None, init="default", size=None, width=DOUBLE, height=2.4):
+    df = select(data["summary"], dataset, init, size)
+    sizes = sorted(df["size"].astype(str).unique())
+    with style():
+        fig, axes = new_figure(width, height, ncols=2)
+        for ax, metric in zip(axes[0], METRICS):
+            score_axis(ax, metric)
+            ax.set_xlabel("training step")
+            ax.set_title(f"{metric} ({title(df, dataset)})")
+            if df.empty:
+                no_data(ax, "no runs")
+            for objective in OBJECTIVE_ORDER:
+                for i, s in enumerate(sizes):
+                    g = df[(df["objective"] == objective) & (df["size"].astype(str) == s)].sort_values("step")
+                    if g.empty:
+                        continue
+                    c = colour(objective)
+                    name = NAMES.get(objective, objective) + (f", {s}" if len(sizes) > 1 else "")
+                    ax.plot(g["step"], g[f"{metric}_median"], color=c, ls=LINESTYLES[i % 4], label=name)
+                    ax.fill_between(g["step"], g[f"{metric}_q25"], g[f"{metric}_q75"], color=c, alpha=0.2, lw=0)
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        if handles:
+            fig.legend(handles, labels, loc="outside lower center", ncols=min(len(handles), 4))
+    return fig

@@ -1,0 +1,239 @@
+"""Tensor stores: read named tensors one at a time from weight files.
+
+Every store checks its files when it is built (headers, sizes), so a truncated download fails
+at open time with CorruptCheckpoint naming the file, not halfway through an extraction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+from .errors import CorruptCheckpoint, MissingTensor
+
+_LFS_POINTER = b"version https://git-lfs"
+_ST_ITEMSIZE = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1,
+    "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+    "I32": 4, "U32": 4, "F32": 4,
+    "I64": 8, "U64": 8, "F64": 8,
+}  # fmt: skip
+
+
+def sha256_files(files: list[Path]) -> str:
+    """Short sha256 over the files' bytes in the given order, streamed in 16 MiB chunks."""
+    h = hashlib.sha256()
+    for f in files:
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 24), b""):
+                h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def _missing(name: str, files: list[Path], n: int) -> MissingTensor:
+    where = ", ".join(str(f) for f in files[:3]) + (f" (+{len(files) - 3} more)" if len(files) > 3 else "")
+    return MissingTensor(
+        f"tensor {name!r} not found in {where} ({n} tensors); "
+        "is this the architecture the adapter expects, or a checkpoint with renamed weights?"
+    )
+
+
+class DictStore:
+    """In-memory tensors (tests, synthetic checkpoints)."""
+
+    def __init__(self, tensors: dict[str, torch.Tensor], label: str = "<memory>"):
+        self._t = tensors
+        self.label = label
+
+    def names(self) -> list[str]:
+        return sorted(self._t)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._t
+
+    def get(self, name: str) -> torch.Tensor:
+        if name not in self._t:
+            raise MissingTensor(f"tensor {name!r} not found in {self.label}")
+        return self._t[name].detach().to(torch.float32)
+
+    def fingerprint(self) -> str:
+        h = hashlib.sha256()
+        for n in self.names():
+            h.update(n.encode())
+            h.update(self._t[n].detach().to(torch.float32).contiguous().numpy().tobytes())
+        return h.hexdigest()[:16]
+
+
+def read_safetensors_header(path: Path) -> dict:
+    """The header of a .safetensors file, checked against the file size; CorruptCheckpoint if not sound."""
+    path = Path(path)
+    size = path.stat().st_size
+    fix = "re-download it (a truncated or interrupted download?)"
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        if head == _LFS_POINTER[:8] and fh.read(len(_LFS_POINTER) - 8) == _LFS_POINTER[8:]:
+            raise CorruptCheckpoint(
+                f"{path} is a git-lfs pointer, not the weights; run `git lfs pull` or fetch via the hub"
+            )
+        if len(head) < 8:
+            raise CorruptCheckpoint(f"{path} is {size} bytes, too short for a safetensors header; {fix}")
+        (n,) = struct.unpack("<Q", head)
+        if n > size - 8:
+            raise CorruptCheckpoint(f"{path}: header length {n} exceeds the file size {size}; {fix}")
+        raw = fh.read(n)
+    try:
+        header = json.loads(raw)
+        if not isinstance(header, dict):
+            raise ValueError("header is not a JSON object")
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CorruptCheckpoint(f"{path}: safetensors header is not valid JSON ({e}); {fix}") from None
+    data_len = size - 8 - n
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            begin, end = (int(x) for x in info["data_offsets"])
+            shape = [int(x) for x in info["shape"]]
+            dtype = str(info["dtype"])
+        except (KeyError, TypeError, ValueError):
+            raise CorruptCheckpoint(f"{path}: header entry for tensor {name!r} is malformed; {fix}") from None
+        if not 0 <= begin <= end:
+            raise CorruptCheckpoint(f"{path}: tensor {name!r} has bad data offsets [{begin}, {end}]; {fix}")
+        if end > data_len:
+            raise CorruptCheckpoint(
+                f"{path}: tensor {name!r} ends at data byte {end} but the file holds only {data_len} data bytes; {fix}"
+            )
+        numel = 1
+        for s in shape:
+            numel *= s
+        if dtype in _ST_ITEMSIZE and end - begin != numel * _ST_ITEMSIZE[dtype]:
+            raise CorruptCheckpoint(
+                f"{path}: tensor {name!r} ({dtype} {shape}) spans {end - begin} bytes, "
+                f"expected {numel * _ST_ITEMSIZE[dtype]}; {fix}"
+            )
+    header.pop("__metadata__", None)
+    return header
+
+
+class SafetensorsStore:
+    """One or more .safetensors files (shards); tensors read lazily with safe_open.
+
+    weight_map (tensor -> file, from model.safetensors.index.json) decides which shard
+    serves a name; without it each file's header does, and a name in two files is an error.
+    """
+
+    def __init__(self, files: list[Path], weight_map: dict[str, Path] | None = None):
+        self.files = [Path(f) for f in files]
+        self._where: dict[str, Path] = {}
+        self._fingerprint: str | None = None
+        headers = {f: read_safetensors_header(f) for f in self.files}
+        if weight_map is not None:
+            for name, f in weight_map.items():
+                f = Path(f)
+                if f not in headers:
+                    raise CorruptCheckpoint(
+                        f"index names {f} for tensor {name!r}, but that file is not among the shards"
+                    )
+                if name not in headers[f]:
+                    raise CorruptCheckpoint(
+                        f"index places tensor {name!r} in {f}, but that shard does not hold it; "
+                        "the shards and the index are from different revisions: re-download"
+                    )
+                self._where[name] = f
+        else:
+            for f, header in headers.items():
+                for name in header:
+                    if name in self._where:
+                        raise CorruptCheckpoint(
+                            f"tensor {name!r} is in both {self._where[name]} and {f}; "
+                            "keep one checkpoint per folder (or add a model.safetensors.index.json)"
+                        )
+                    self._where[name] = f
+
+    def names(self) -> list[str]:
+        return sorted(self._where)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._where
+
+    def get(self, name: str) -> torch.Tensor:
+        f = self._where.get(name)
+        if f is None:
+            raise _missing(name, self.files, len(self._where))
+        try:
+            with safe_open(str(f), framework="pt") as fh:
+                t = fh.get_tensor(name)
+        except Exception as e:  # safetensors raises its own SafetensorError for corrupt files
+            raise CorruptCheckpoint(f"{f}: cannot read tensor {name!r} ({e}); re-download the file") from None
+        return t.to(torch.float32)
+
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = sha256_files(self.files)
+        return self._fingerprint
+
+
+class TorchBinStore:
+    """pytorch_model.bin files (zip format), loaded memory-mapped with weights_only=True:
+    the pickle is read at open time, tensor bytes only when a tensor is converted."""
+
+    def __init__(self, files: list[Path], weight_map: dict[str, Path] | None = None):
+        self.files = [Path(f) for f in files]
+        self._sd: dict[Path, dict[str, torch.Tensor]] = {f: _torch_load(f) for f in self.files}
+        self._where: dict[str, Path] = {}
+        self._fingerprint: str | None = None
+        if weight_map is not None:
+            for name, f in weight_map.items():
+                f = Path(f)
+                if name not in self._sd.get(f, {}):
+                    raise CorruptCheckpoint(
+                        f"index places tensor {name!r} in {f}, but that file does not hold it; re-download"
+                    )
+                self._where[name] = f
+        else:
+            for f, sd in self._sd.items():
+                for name in sd:
+                    self._where.setdefault(name, f)
+
+    def names(self) -> list[str]:
+        return sorted(self._where)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._where
+
+    def get(self, name: str) -> torch.Tensor:
+        f = self._where.get(name)
+        if f is None:
+            raise _missing(name, self.files, len(self._where))
+        return self._sd[f][name].detach().to(torch.float32)
+
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = sha256_files(self.files)
+        return self._fingerprint
+
+
+def _torch_load(path: Path) -> dict[str, torch.Tensor]:
+    fix = "re-download it, or convert it to safetensors"
+    try:
+        try:
+            sd = torch.load(path, weights_only=True, mmap=True, map_location="cpu")
+        except RuntimeError as e:
+            if "mmap" not in str(e):
+                raise
+            # Files from before torch 1.6 (legacy, non-zip format) cannot be memory-mapped.
+            sd = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as e:  # torch raises RuntimeError, UnpicklingError, EOFError, ... for bad files
+        raise CorruptCheckpoint(
+            f"{path}: cannot load PyTorch weights ({type(e).__name__}: {str(e)[:200]}); {fix}"
+        ) from None
+    if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
+        sd = sd["state_dict"]
+    if not isinstance(sd, dict):
+        raise CorruptCheckpoint(f"{path} holds a {type(sd).__name__}, not a state dict of tensors; {fix}")
+    return {k: v for k, v in sd.items() if isinstance(v, torch.Tensor)}

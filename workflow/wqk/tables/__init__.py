@@ -1,0 +1,117 @@
+"""Tables: one module per table with `build(data: dict[str, DataFrame], **params) -> DataFrame`.
+
+`write(df, stem)` writes the same DataFrame as STEM.csv (full precision), STEM.md (pipe
+table) and STEM.tex (booktabs tabular), with small formatters of our own so that the
+output does not depend on optional packages (tabulate, jinja2) or their versions.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+from numbers import Integral, Real
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+}  # fmt: skip
+
+
+def cell(value) -> str:
+    """A value as table text: floats to 4 decimals (3 significant digits when large)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return ""
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, Integral):
+        return str(int(value))
+    if isinstance(value, Real):
+        v = float(value)
+        return f"{v:.3g}" if abs(v) >= 1e5 else f"{v:.4f}"
+    return str(value)
+
+
+def quartile_text(median, q25, q75, digits: int = 2) -> str:
+    """'0.42 [0.31, 0.50]': median and interquartile range."""
+    if any(pd.isna(v) for v in (median, q25, q75)):
+        return ""
+    return f"{median:.{digits}f} [{q25:.{digits}f}, {q75:.{digits}f}]"
+
+
+def params_text(n) -> str:
+    """Parameter count as 110M, 1.3B, 70B; empty when unknown."""
+    if pd.isna(n):
+        return ""
+    n = float(n)
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= scale:
+            v = n / scale
+            return f"{v:.3g}{unit}"
+    return f"{int(n)}"
+
+
+def _numeric(series: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+
+
+def to_markdown(df: pd.DataFrame) -> str:
+    head = [str(c) for c in df.columns]
+    rows = [[cell(v).replace("|", "\\|") for v in r] for r in df.itertuples(index=False)]
+    align = ["---:" if _numeric(df[c]) else ":---" for c in df.columns]
+    lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def latex_escape(text: str) -> str:
+    return "".join(LATEX_SPECIAL.get(ch, ch) for ch in text)
+
+
+def to_latex(df: pd.DataFrame, caption: str | None = None) -> str:
+    spec = "".join("r" if _numeric(df[c]) else "l" for c in df.columns)
+    lines = []
+    if caption:
+        lines.append(f"% {caption}")
+    lines += [f"\\begin{{tabular}}{{{spec}}}", "\\toprule"]
+    lines.append(" & ".join(latex_escape(str(c)) for c in df.columns) + " \\\\")
+    lines.append("\\midrule")
+    for r in df.itertuples(index=False):
+        lines.append(" & ".join(latex_escape(cell(v)) for v in r) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write(df: pd.DataFrame, stem: str | os.PathLike, caption: str | None = None) -> list[Path]:
+    """STEM.csv, STEM.md, STEM.tex from one DataFrame (any suffix of stem is dropped)."""
+    stem = Path(stem)
+    if stem.suffix in (".csv", ".md", ".tex"):
+        stem = stem.with_suffix("")
+    paths = [stem.with_name(stem.name + ext) for ext in (".csv", ".md", ".tex")]
+    _atomic_write(paths[0], df.to_csv(index=False, float_format="%.6g", lineterminator="\n"))
+    md = (f"{caption}\n\n" if caption else "") + to_markdown(df)
+    _atomic_write(paths[1], md)
+    _atomic_write(paths[2], to_latex(df, caption))
+    return paths
+
+
+def get(name: str):
+    """The module wqk.tables.<name>; a clear error for an unknown name."""
+    from ..errors import WqkError
+
+    here = Path(__file__).parent
+    known = sorted(p.stem for p in here.glob("*.py") if not p.stem.startswith("_"))
+    if name not in known:
+        raise WqkError(f"no table named {name!r}; known tables: {', '.join(known)}")
+    return importlib.import_module(f"{__name__}.{name}")

@@ -1,0 +1,32 @@
+"""Symmetry and directionality per language model (the paper's two tables, merged).
+
+data["models"]: models.parquet. Self-attention stacks of models of one modality (param
+modality, default text), optionally only those whose catalogue `figure` lists the key
+`figure`. Median [q25, q75] over layers.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ._common import model_name, order, params_text, score_columns
+
+CAPTION = "Symmetry and directionality scores per language model: median [interquartile range] over layers."
+
+
+def build(data: dict, modality: str = "text", figure: str | None = None) -> pd.DataFrame:
+    from ..figures.scores_vs_params import select
+
+    df = order(select(data["models"], modality, figure))
+    scores = score_columns(df)
+    return pd.DataFrame(
+        {
+            "model": df.apply(model_name, axis=1),
+            "stack": df["stack"],
+            "objective": df["objective"],
+            "parameters": df["n_params"].map(params_text),
+            "layers": df["n_layers"].astype("int64"),
+            "symmetry": scores["symmetry"],
+            "directionality": scores["directionality"],
+        }
+    )

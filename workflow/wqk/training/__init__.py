@@ -1,0 +1,1 @@
+"""Training experiments: corpora, tokenizer, BERT-style encoder/decoder training, summaries."""

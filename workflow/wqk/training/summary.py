@@ -1,0 +1,159 @@
+"""Training runs + scores of their checkpoints -> the stable tables tools read.
+
+summary.csv  one row per (run, checkpoint step): run metadata, the logged loss nearest to
+             that step, and the median and quartiles over layers of both scores
+layers.csv   one row per (run, step, layer): symmetry and directionality of the layer form
+losses.csv   every logged loss of every run (for loss curves and the symmetric-init table)
+
+Scores come from `wqk score CHECKPOINT --out X.parquet` (the scores Parquet contract); which
+run and step a file belongs to is read from its `model` (the checkpoint path, .../RUN/
+checkpoints/step-NNNNNN) or, failing that, from the file's own path (.../RUN/step-NNNNNN...).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import WqkError
+
+META = ["run", "size", "objective", "init", "dataset"]
+SELF_STACKS = ("encoder", "decoder")  # a BERT trained causally reports its layers as "decoder"
+_WHERE = re.compile(r"(?:^|/)(?P<run>[^/]+)/(?:checkpoints/)?step-(?P<step>\d+)")
+
+
+def run_meta(run_dir: str | os.PathLike) -> dict:
+    path = Path(run_dir) / "run.json"
+    if not path.is_file():
+        raise WqkError(f"{path} not found: is {run_dir} a run folder written by `wqk train`?")
+    rec = json.loads(path.read_text())
+    return {"run": rec.get("run") or Path(run_dir).name, **{k: rec[k] for k in META[1:]}}
+
+
+def losses(run_dir: str | os.PathLike) -> pd.DataFrame:
+    meta = run_meta(run_dir)
+    path = Path(run_dir) / "loss.csv"
+    df = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=["step", "loss", "lr"])
+    for k, v in reversed(meta.items()):
+        df.insert(0, k, v)
+    return df
+
+
+def locate(model: str, file: str | os.PathLike) -> tuple[str, int]:
+    """(run name, step) of a checkpoint's scores, from its model id or else its file path."""
+    for text in (str(model).replace("\\", "/"), Path(file).as_posix()):
+        m = None
+        for m in _WHERE.finditer(text):
+            pass
+        if m:
+            return m.group("run"), int(m.group("step"))
+    raise WqkError(
+        f"{file}: cannot tell which run and step these scores belong to (model {model!r}); "
+        "score checkpoints by their folder path (RUN/checkpoints/step-NNNNNN)"
+    )
+
+
+def layer_rows(scores: pd.DataFrame, run: str, step: int) -> pd.DataFrame:
+    rows = scores[(scores["scope"] == "layer") & scores["stack"].isin(SELF_STACKS)]
+    out = rows[["stack", "layer", "symmetry", "directionality"]].copy()
+    out.insert(0, "step", step)
+    out.insert(0, "run", run)
+    return out
+
+
+def score_checkpoint(folder: str | os.PathLike, device: str = "cpu") -> pd.DataFrame:
+    """Scores Parquet rows of one checkpoint folder, computed in-process."""
+    from ..extract import open_source
+    from ..scoring import score_stream
+
+    info, blocks = open_source(str(folder))
+    return score_stream(((info, b) for b in blocks), device=device, progress=False)
+
+
+def checkpoint_folders(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
+    from .train import complete_checkpoints, checkpoint_dir
+
+    return [(s, checkpoint_dir(Path(run_dir), s)) for s in complete_checkpoints(Path(run_dir))]
+
+
+def _nearest_loss(loss: pd.DataFrame, step: int) -> float:
+    if loss.empty:
+        return float("nan")
+    i = int(np.argmin(np.abs(loss["step"].to_numpy() - step)))  # ties: the earlier log
+    return float(loss["loss"].iloc[i])
+
+
+def _quartiles(values: pd.Series, name: str) -> dict:
+    v = values.dropna().to_numpy(dtype=float)
+    if not v.size:
+        return {f"{name}_median": np.nan, f"{name}_q25": np.nan, f"{name}_q75": np.nan}
+    q25, med, q75 = np.quantile(v, [0.25, 0.5, 0.75])
+    return {f"{name}_median": med, f"{name}_q25": q25, f"{name}_q75": q75}
+
+
+def summarize(
+    run_dirs: list[str], score_files: list[str] | None = None, device: str = "cpu"
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(summary, layers, losses) of the runs; without score files, checkpoints are scored here."""
+    metas = {m["run"]: m for m in map(run_meta, run_dirs)}
+    if len(metas) != len(run_dirs):
+        raise WqkError(f"run folders must have distinct names: {run_dirs}")
+    loss = pd.concat([losses(d) for d in run_dirs], ignore_index=True)
+
+    layers = []
+    if score_files:
+        for f in score_files:
+            df = pd.read_parquet(f)
+            if df.empty:
+                raise WqkError(f"{f}: empty scores file")
+            run, step = locate(df["model"].iloc[0], f)
+            if run not in metas:
+                raise WqkError(f"{f}: scores of run {run!r}, which is not among --runs ({', '.join(metas)})")
+            layers.append(layer_rows(df, run, step))
+    else:
+        for d in run_dirs:
+            run = run_meta(d)["run"]
+            for step, folder in checkpoint_folders(d):
+                layers.append(layer_rows(score_checkpoint(folder, device), run, step))
+    if not layers:
+        raise WqkError("no checkpoint scores: pass --scores, or runs with checkpoints")
+    layer_df = pd.concat(layers, ignore_index=True).sort_values(["run", "step", "stack", "layer"])
+    if layer_df.duplicated(["run", "step", "stack", "layer"]).any():
+        raise WqkError("the same checkpoint was scored twice among --scores")
+
+    rows = []
+    for (run, step), g in layer_df.groupby(["run", "step"], sort=True):
+        run_loss = loss[loss["run"] == run]
+        rows.append(
+            {
+                **metas[run],
+                "step": int(step),
+                "loss": _nearest_loss(run_loss, step),
+                **_quartiles(g["symmetry"], "symmetry"),
+                **_quartiles(g["directionality"], "directionality"),
+                "n_layers": int(g["layer"].nunique()),
+                "stack": "/".join(sorted(g["stack"].unique())),
+            }
+        )
+    summary = pd.DataFrame(rows)
+    layer_out = layer_df.merge(pd.DataFrame(metas.values()), on="run")[
+        [*META, "step", "stack", "layer", "symmetry", "directionality"]
+    ].reset_index(drop=True)
+    return summary, layer_out, loss.sort_values(["run", "step"]).reset_index(drop=True)
+
+
+def write_csv(df: pd.DataFrame, out: str | os.PathLike) -> Path:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    try:
+        df.to_csv(tmp, index=False, lineterminator="\n")
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out

@@ -1,0 +1,126 @@
+"""The training tokenizer: a WordPiece trained on the corpus (offline), or bert-base-uncased."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from ..errors import SourceUnavailable
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def _paragraphs(corpus: Path):
+    with open(corpus, encoding="utf-8") as f:
+        block: list[str] = []
+        for line in f:
+            if line.strip():
+                block.append(line)
+            elif block:
+                yield "".join(block)
+                block = []
+        if block:
+            yield "".join(block)
+
+
+def train_wordpiece(corpus: str | os.PathLike, vocab_size: int):
+    """A BERT-style (uncased) WordPiece tokenizer trained on one text file, deterministically.
+
+    The `tokenizers` trainer numbers the "##c" continuation symbols in hash-map order, and
+    ties between equally frequent merges are broken by those numbers, so two runs can give
+    different vocabularies. Declaring every "##c" up front (as extra special tokens, sorted)
+    fixes their numbers; the tokenizer is then rebuilt from the vocabulary with only the
+    five real special tokens.
+    """
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    corpus = Path(corpus)
+    normalizer = normalizers.BertNormalizer(lowercase=True, clean_text=True, handle_chinese_chars=True)
+    chars: set[str] = set()
+    for p in _paragraphs(corpus):
+        chars.update(normalizer.normalize_str(p))
+    continuations = ["##" + c for c in sorted(chars) if not c.isspace()]
+
+    draft = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    draft.normalizer = normalizer
+    draft.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS + continuations, show_progress=False
+    )
+    draft.train_from_iterator(_paragraphs(corpus), trainer=trainer)
+    vocab = draft.get_vocab(with_added_tokens=True)
+
+    tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True, clean_text=True, handle_chinese_chars=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece(prefix="##")
+    tok.add_special_tokens(SPECIAL_TOKENS)
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    return tok
+
+
+def _fast(tok):
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        do_lower_case=True,
+    )
+
+
+def pretrained(name: str):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(name)
+    except Exception as e:
+        raise SourceUnavailable(
+            f"tokenizer {name} could not be fetched from the Hugging Face hub ({type(e).__name__}); "
+            "it needs the hub: pre-download it (huggingface-cli download "
+            f"{name}) and set HF_HUB_OFFLINE=1, or train one offline with --corpus/--vocab-size"
+        ) from e
+
+
+def build(out: str | os.PathLike, corpus: str | None = None, vocab_size: int = 8000, pretrained_name: str | None = None) -> Path:
+    """Write the tokenizer folder (tokenizer.json + tokenizer_config.json ...) atomically."""
+    out = Path(out)
+    if pretrained_name:
+        fast = pretrained(pretrained_name)
+    else:
+        if corpus is None:
+            raise ValueError("either a corpus or a pretrained tokenizer name is needed")
+        fast = _fast(train_wordpiece(corpus, vocab_size))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        fast.save_pretrained(tmp)
+        if not (tmp / "tokenizer.json").is_file():
+            raise SourceUnavailable(f"tokenizer {pretrained_name or corpus}: no fast tokenizer (tokenizer.json)")
+        shutil.rmtree(out, ignore_errors=True)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def load(folder: str | os.PathLike):
+    """The `tokenizers.Tokenizer` of a tokenizer folder, without padding or truncation."""
+    from tokenizers import Tokenizer
+
+    path = Path(folder) / "tokenizer.json"
+    if not path.is_file():
+        raise SourceUnavailable(f"no tokenizer.json in {folder}; build it with `wqk tokenizer --out {folder}`")
+    tok = Tokenizer.from_file(str(path))
+    tok.no_padding()
+    tok.no_truncation()
+    return tok

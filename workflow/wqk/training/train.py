@@ -1,0 +1,418 @@
+"""Train a BERT-style network from scratch, bidirectionally or autoregressively.
+
+Same `BertConfig` for both objectives: `BertForMaskedLM` with 15% masking, or
+`BertLMHeadModel` with `is_decoder=True` (causal mask, next-token loss). Optional symmetric
+initialisation copies W_k into W_q in every layer, so every M_h = Q_h K_h^T starts symmetric.
+
+Run folder layout (RUN_DIR):
+    run.json                      configuration and metadata (size, objective, init, dataset)
+    loss.csv                      step, loss (mean since the previous row), lr
+    checkpoints/step-NNNNNN/      config.json + model.safetensors (a plain local checkpoint)
+                                  + trainer_state.pt (optimizer, scheduler, RNG: for resuming)
+    done.json                     written last
+
+Deterministic: fixed seeds, deterministic torch kernels, all randomness from explicit
+generators whose states are checkpointed, so a job killed and rerun resumes from its last
+complete checkpoint and ends with the same bytes as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+import os
+import re
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import WqkError
+
+log = logging.getLogger(__name__)
+
+OBJECTIVES = ("bidirectional", "autoregressive")
+INITS = ("default", "symmetric")
+MLM_PROBABILITY = 0.15
+CHECKPOINT_RE = re.compile(r"step-(\d{6,})")
+# Settings that change the trained weights; a resumed run must match them exactly.
+_RESUME_KEYS = (
+    "objective", "init", "layers", "hidden", "heads", "intermediate", "seq_len", "batch_size",
+    "grad_accum", "steps", "lr", "warmup", "weight_decay", "save_every", "log_every", "seed", "fp16",
+    "max_grad_norm", "corpus_sha256", "tokenizer_sha256",
+)  # fmt: skip
+
+
+@dataclass
+class TrainConfig:
+    corpus: str
+    tokenizer: str
+    out: str
+    objective: str = "bidirectional"
+    init: str = "default"
+    layers: int = 4
+    hidden: int = 128
+    heads: int = 4
+    intermediate: int = 512
+    seq_len: int = 64
+    batch_size: int = 32
+    grad_accum: int = 1
+    steps: int = 1000
+    lr: float = 5e-4
+    warmup: int = 100
+    weight_decay: float = 0.01
+    save_every: int = 100
+    log_every: int = 10
+    seed: int = 0
+    device: str = "auto"
+    fp16: bool = False
+    max_grad_norm: float = 1.0  # the transformers Trainer default the authors trained with
+    size: str = ""  # label for summaries; default "L{layers}-H{hidden}"
+    dataset: str = ""  # label for summaries; default the corpus file's stem
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.objective not in OBJECTIVES:
+            raise WqkError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        if self.init not in INITS:
+            raise WqkError(f"init must be one of {INITS}, got {self.init!r}")
+        if self.hidden % self.heads:
+            raise WqkError(f"hidden size {self.hidden} is not divisible by {self.heads} heads")
+        for name in ("steps", "save_every", "log_every", "batch_size", "grad_accum", "seq_len", "layers"):
+            if getattr(self, name) < 1:
+                raise WqkError(f"--{name.replace('_', '-')} must be at least 1")
+        self.size = self.size or f"L{self.layers}-H{self.hidden}"
+        self.dataset = self.dataset or Path(self.corpus).stem
+
+
+# --- data -------------------------------------------------------------------------------
+
+
+def token_stream(corpus: str | os.PathLike, tok) -> "torch.Tensor":
+    """The whole corpus as one id sequence: paragraphs joined by [SEP]."""
+    import torch
+
+    from .tokenizer import _paragraphs
+
+    sep = tok.token_to_id("[SEP]")
+    ids: list[int] = []
+    for enc in tok.encode_batch(list(_paragraphs(Path(corpus))), add_special_tokens=False):
+        ids.extend(enc.ids)
+        ids.append(sep)
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def chunk(stream, seq_len: int):
+    """Non-overlapping sequences of seq_len tokens: [n, seq_len]."""
+    n = stream.numel() // seq_len
+    if n < 1:
+        raise WqkError(f"corpus has {stream.numel()} tokens, fewer than one sequence of {seq_len}")
+    return stream[: n * seq_len].view(n, seq_len)
+
+
+def mask_tokens(input_ids, generator, *, mask_id: int, vocab_size: int, special_ids: list[int]):
+    """BERT masking as transformers' DataCollatorForLanguageModeling, from an explicit generator:
+    15% of non-special tokens are predicted; of those 80% -> [MASK], 10% -> random, 10% kept."""
+    import torch
+
+    labels = input_ids.clone()
+    prob = torch.full(labels.shape, MLM_PROBABILITY)
+    special = torch.isin(labels, torch.tensor(special_ids))
+    prob.masked_fill_(special, 0.0)
+    masked = torch.bernoulli(prob, generator=generator).bool()
+    labels[~masked] = -100
+    inputs = input_ids.clone()
+    replaced = torch.bernoulli(torch.full(labels.shape, 0.8), generator=generator).bool() & masked
+    inputs[replaced] = mask_id
+    randomised = torch.bernoulli(torch.full(labels.shape, 0.5), generator=generator).bool() & masked & ~replaced
+    inputs[randomised] = torch.randint(vocab_size, labels.shape, generator=generator)[randomised]
+    return inputs, labels
+
+
+# --- model ------------------------------------------------------------------------------
+
+
+def build_model(cfg: TrainConfig, vocab_size: int, pad_id: int):
+    import torch
+    from transformers import BertConfig, BertForMaskedLM, BertLMHeadModel
+
+    config = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=cfg.hidden,
+        num_hidden_layers=cfg.layers,
+        num_attention_heads=cfg.heads,
+        intermediate_size=cfg.intermediate,
+        max_position_embeddings=max(512, cfg.seq_len),
+        pad_token_id=pad_id,
+        is_decoder=cfg.objective == "autoregressive",
+    )
+    torch.manual_seed(cfg.seed)
+    cls = BertLMHeadModel if cfg.objective == "autoregressive" else BertForMaskedLM
+    model = cls(config)
+    if cfg.init == "symmetric":
+        symmetrize(model)
+    return model
+
+
+def symmetrize(model) -> None:
+    """W_q := W_k (and b_q := b_k) in every layer: M_h = W_q,h W_k,h^T starts symmetric."""
+    import torch
+
+    with torch.no_grad():
+        for layer in model.bert.encoder.layer:
+            att = layer.attention.self
+            att.query.weight.copy_(att.key.weight)
+            att.query.bias.copy_(att.key.bias)
+
+
+def _optimizer(model, cfg: TrainConfig):
+    import torch
+
+    # As transformers' Trainer: no weight decay on biases and LayerNorm weights.
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if name.endswith("bias") or "LayerNorm" in name else decay).append(p)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr)
+
+
+# --- checkpoints ------------------------------------------------------------------------
+
+
+def checkpoint_dir(run_dir: Path, step: int) -> Path:
+    return run_dir / "checkpoints" / f"step-{step:06d}"
+
+
+def checkpoint_steps(cfg: TrainConfig) -> list[int]:
+    return sorted({0, cfg.steps, *range(cfg.save_every, cfg.steps + 1, cfg.save_every)})
+
+
+def complete_checkpoints(run_dir: Path) -> list[int]:
+    """Steps of the checkpoints written completely (renamed from their temp folder)."""
+    root = run_dir / "checkpoints"
+    if not root.is_dir():
+        return []
+    steps = []
+    for d in root.iterdir():
+        m = CHECKPOINT_RE.fullmatch(d.name)
+        if m and (d / "trainer_state.pt").is_file() and (d / "model.safetensors").is_file():
+            steps.append(int(m.group(1)))
+    return sorted(steps)
+
+
+def _save(run_dir: Path, step: int, model, state: dict) -> None:
+    import torch
+
+    final = checkpoint_dir(run_dir, step)
+    tmp = final.with_name(f".tmp-{final.name}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    torch.save(state, tmp / "trainer_state.pt")
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+
+
+def _load_weights(model, folder: Path) -> None:
+    from safetensors.torch import load_file
+
+    missing, unexpected = model.load_state_dict(load_file(folder / "model.safetensors"), strict=False)
+    tied = {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"}
+    if unexpected or set(missing) - tied:
+        raise WqkError(f"checkpoint {folder} does not match the model: missing {missing}, unexpected {unexpected}")
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _write_json(path: Path, obj) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def _run_record(cfg: TrainConfig) -> dict:
+    rec = asdict(cfg)
+    rec.pop("device")
+    rec["corpus_sha256"] = _sha256(Path(cfg.corpus))
+    rec["tokenizer_sha256"] = _sha256(Path(cfg.tokenizer) / "tokenizer.json")
+    rec["run"] = Path(cfg.out).name
+    return rec
+
+
+def _loss_rows(path: Path, up_to: int) -> list[list[str]]:
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    return [r for r in rows[1:] if int(r[0]) <= up_to]
+
+
+def _resolve_device(name: str) -> str:
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise WqkError("--device cuda requested but no CUDA device is visible; use --device cpu or auto")
+    return name
+
+
+# --- training ---------------------------------------------------------------------------
+
+
+def train(cfg: TrainConfig) -> dict:
+    """Train (or resume) the run in cfg.out; returns the done.json record."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
+    import torch
+    from tqdm import tqdm
+    from transformers import get_linear_schedule_with_warmup
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # save_pretrained's per-checkpoint "Writing model shards" bar
+
+    from .tokenizer import load as load_tokenizer
+
+    run_dir = Path(cfg.out)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    record = _run_record(cfg)
+    done_path = run_dir / "done.json"
+    run_json = run_dir / "run.json"
+    if run_json.is_file():
+        old = json.loads(run_json.read_text())
+        changed = [k for k in _RESUME_KEYS if old.get(k) != record.get(k)]
+        if changed:
+            raise WqkError(
+                f"{run_dir} holds a run with other settings ({', '.join(changed)}); "
+                "delete the folder or choose another --out"
+            )
+        if done_path.is_file():
+            log.info("%s is complete (done.json); nothing to do", run_dir)
+            return json.loads(done_path.read_text())
+    _write_json(run_json, record)
+
+    device = _resolve_device(cfg.device)
+    fp16 = cfg.fp16 and device == "cuda"
+    if cfg.fp16 and not fp16:
+        log.info("--fp16 ignored on %s", device)
+    torch.use_deterministic_algorithms(True)
+    if device == "cuda":
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+    tok = load_tokenizer(cfg.tokenizer)
+    ids = {t: tok.token_to_id(t) for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]")}
+    if any(v is None for v in ids.values()):
+        raise WqkError(f"tokenizer {cfg.tokenizer} lacks a special token: {ids}")
+    vocab_size = tok.get_vocab_size()
+    data = chunk(token_stream(cfg.corpus, tok), cfg.seq_len)
+    log.info("%s: %d sequences of %d tokens", cfg.corpus, data.shape[0], cfg.seq_len)
+
+    model = build_model(cfg, vocab_size, ids["[PAD]"]).to(device)
+    optimizer = _optimizer(model, cfg)
+    scheduler = get_linear_schedule_with_warmup(optimizer, cfg.warmup, cfg.steps)
+    scaler = torch.amp.GradScaler("cuda", enabled=fp16)
+    batches = torch.Generator().manual_seed(cfg.seed)
+    masks = torch.Generator().manual_seed(cfg.seed + 1)
+    torch.manual_seed(cfg.seed)  # dropout
+    loss_sum, loss_n = 0.0, 0
+
+    start = 0
+    done_steps = complete_checkpoints(run_dir)
+    if done_steps:
+        start = done_steps[-1]
+        folder = checkpoint_dir(run_dir, start)
+        state = torch.load(folder / "trainer_state.pt", map_location="cpu", weights_only=False)
+        _load_weights(model, folder)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        scaler.load_state_dict(state["scaler"])
+        batches.set_state(state["batches"])
+        masks.set_state(state["masks"])
+        torch.set_rng_state(state["torch"])
+        if device == "cuda" and state.get("cuda") is not None:
+            torch.cuda.set_rng_state(state["cuda"])
+        loss_sum, loss_n = state["loss_sum"], state["loss_n"]
+        log.info("resuming %s from step %d", run_dir, start)
+    loss_path = run_dir / "loss.csv"
+    rows = _loss_rows(loss_path, start)
+    with open(loss_path, "w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows([["step", "loss", "lr"], *rows])
+
+    def trainer_state() -> dict:
+        return {
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "scaler": scaler.state_dict(),
+            "batches": batches.get_state(),
+            "masks": masks.get_state(),
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state() if device == "cuda" else None,
+            "loss_sum": loss_sum,
+            "loss_n": loss_n,
+        }
+
+    saves = set(checkpoint_steps(cfg))
+    if start == 0 and 0 not in done_steps:
+        _save(run_dir, 0, model, trainer_state())
+
+    special = [ids["[PAD]"], ids["[CLS]"], ids["[SEP]"]]
+    model.train()
+    t0 = time.monotonic()
+    last_loss = math.nan
+    with open(loss_path, "a", newline="") as loss_file, tqdm(
+        total=cfg.steps, initial=start, desc=run_dir.name, unit="step", disable=None, dynamic_ncols=True
+    ) as bar:
+        writer = csv.writer(loss_file, lineterminator="\n")
+        for step in range(start + 1, cfg.steps + 1):
+            step_loss = 0.0
+            for _ in range(cfg.grad_accum):
+                rows_ = torch.randint(data.shape[0], (cfg.batch_size,), generator=batches)
+                input_ids = data[rows_]
+                if cfg.objective == "bidirectional":
+                    input_ids, labels = mask_tokens(
+                        input_ids, masks, mask_id=ids["[MASK]"], vocab_size=vocab_size, special_ids=special
+                    )
+                else:
+                    labels = input_ids  # BertLMHeadModel shifts them for next-token prediction
+                with torch.autocast("cuda", dtype=torch.float16, enabled=fp16):
+                    out = model(input_ids=input_ids.to(device), labels=labels.to(device))
+                loss = out.loss / cfg.grad_accum
+                scaler.scale(loss).backward()
+                step_loss += loss.item()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            loss_sum += step_loss
+            loss_n += 1
+            if step % cfg.log_every == 0 or step == cfg.steps:
+                last_loss = loss_sum / loss_n
+                writer.writerow([step, repr(last_loss), repr(scheduler.get_last_lr()[0])])
+                loss_file.flush()
+                loss_sum, loss_n = 0.0, 0
+                bar.set_postfix(loss=f"{last_loss:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
+            if step in saves:
+                _save(run_dir, step, model, trainer_state())
+            bar.update(1)
+
+    final = _loss_rows(loss_path, cfg.steps)
+    result = {
+        "steps": cfg.steps,
+        "final_loss": float(final[-1][1]) if final else None,
+        "checkpoints": [checkpoint_dir(run_dir, s).relative_to(run_dir).as_posix() for s in sorted(saves)],
+    }
+    log.info("%s: %d steps in %.1f s, final loss %s", run_dir, cfg.steps - start, time.monotonic() - t0, result["final_loss"])
+    _write_json(done_path, result)
+    return result
