@@ -64,8 +64,8 @@ TINY_MORE: dict[str, dict] = {
     "deit": dict(_VIS),
     "dinov2": dict(_VIS),
     "vit_mae": dict(_VIS, decoder_hidden_size=32, decoder_num_hidden_layers=2, decoder_num_attention_heads=4, decoder_intermediate_size=37),
-    "swin": dict(image_size=32, patch_size=4, embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=8),
-    "swinv2": dict(image_size=32, patch_size=4, embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=8),
+    "swin": dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 2], num_heads=[2, 4], window_size=4),
+    "swinv2": dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 2], num_heads=[2, 4], window_size=4),
     "hubert": dict(_AUDIO),
     "wavlm": dict(_AUDIO, num_buckets=16, max_bucket_distance=32),
     "unispeech-sat": dict(_AUDIO),
@@ -368,8 +368,8 @@ CASES = [
     Case("vit_mae", _m(tf.ViTMAEForPreTraining, "vit_mae"), lambda m: m(pix()),
          lambda s, i: ((("vit.layers" if s == "encoder" else "decoder.decoder_layers") + f".{i}.attention.{p}_proj") for p in "qk"),
          {"encoder": 2, "decoder": 2}),
-    Case("swin", _m(tf.SwinModel, "swin"), lambda m: m(pix()), _swin_modules([2, 2], "attention.{p}_proj"), {"encoder": 4}),
-    Case("swinv2", _m(tf.Swinv2Model, "swinv2"), lambda m: m(pix()), _swin_modules([2, 2], "attention.self.{p}"), {"encoder": 4}, mode="normalize"),
+    Case("swin", _m(tf.SwinModel, "swin"), lambda m: m(pix()), _swin_modules([1, 2], "attention.{p}_proj"), {"encoder": 3}),
+    Case("swinv2", _m(tf.Swinv2Model, "swinv2"), lambda m: m(pix()), _swin_modules([1, 2], "attention.self.{p}"), {"encoder": 3}, mode="normalize"),
     Case("detr", _detr_build, lambda m: m(pix(64)), _seq2seq("model."), {"encoder": 2, "decoder": 2, "cross": 2}),
     Case("git", _m(tf.GitForCausalLM, "git"), lambda m: m(input_ids=ids(), pixel_values=pix(16)),
          lambda s, i: (f"git.image_encoder.vision_model.encoder.layers.{i}.self_attn.{p}_proj" for p in "qk") if s == "encoder"
@@ -469,3 +469,121 @@ def test_adapter_logits_match_model_more(model_type, observed_cases):
     ckpt, found, observed = observed_cases(model_type)
     assert_matches([b for b in found if (b.stack, b.layer) in observed], observed)
     assert {s for s, _ in observed} == {b.stack for b in found} - ({"cross"} if model_type == "mask2former" else set())
+
+
+# ------------------------------------------------------------- regressions: the authors' mistakes
+
+
+def _layer_form_error(obs: Observed, m: torch.Tensor) -> tuple[float, float]:
+    """Compare x_i^T M x_j * scale with the model's logits summed over heads (a per-layer form)."""
+    lq = obs.logits.shape[-2]
+    xq = obs.xq.reshape(-1, lq, obs.xq.shape[-1]).double()
+    xk = obs.xk.double().reshape(xq.shape[0], -1, obs.xk.shape[-1])
+    pred = torch.einsum("nid,de,nje->nij", xq, m.double(), xk) * obs.scale
+    model = obs.logits.sum(1)
+    return float((pred - model).abs().max()), float(model.abs().max())
+
+
+def _ours_form(b) -> torch.Tensor:
+    return torch.einsum("hdk,hek->de", b.q, b.k_per_query_head())
+
+
+def test_deberta_v1_in_proj_deinterleaved_per_head(observed_cases):
+    ckpt, found, observed = observed_cases("deberta")
+    h = ckpt.config["num_attention_heads"]
+    for b in found:
+        w = ckpt.store.get(f"deberta.encoder.layer.{b.layer}.attention.self.in_proj.weight")
+        d = w.shape[1]
+        assert_differs(observed[("encoder", b.layer)], linear_heads(w[:d], h), linear_heads(w[d : 2 * d], h))
+    assert_matches(found, observed)
+
+
+def _check_untransposed(model_type, name, observed_cases):
+    ckpt, found, observed = observed_cases(model_type)
+    h = ckpt.config["num_attention_heads"]
+    h_kv = ckpt.config.get("num_key_value_heads") or h
+    for b in found:
+        w = ckpt.store.get(name.format(i=b.layer))
+        k = w.shape[0] // (h + 2 * h_kv)
+        wq = w[: h * k]
+        wk = w[h * k : (h + h_kv) * k].reshape(h_kv, k, -1).repeat_interleave(h // h_kv, 0).reshape(h * k, -1)
+        wrong = wq @ wk.T  # the slices are right; the missing transpose puts the form in head space
+        err, mag = _layer_form_error(observed[("decoder" if model_type == "phi3" else "encoder", b.layer)], wrong)
+        assert err > 0.1 * mag
+        err, mag = _layer_form_error(observed[(b.stack, b.layer)], _ours_form(b))
+        assert err <= 1e-4 * mag
+        torch.testing.assert_close(_ours_form(b), wq.T @ wk, rtol=1e-5, atol=1e-6)  # = W_q^T W_k, input space
+
+
+def test_modernbert_wqkv_in_input_space_not_transposed(observed_cases):
+    _check_untransposed("modernbert", "model.layers.{i}.attn.Wqkv.weight", observed_cases)
+
+
+def test_phi3_qkv_proj_in_input_space_not_transposed(observed_cases):
+    _check_untransposed("phi3", "model.layers.{i}.self_attn.qkv_proj.weight", observed_cases)
+
+
+def _check_gqa_repeat(model_type, observed_cases):
+    ckpt, found, observed = observed_cases(model_type)
+    for b in found:
+        assert 1 < b.n_kv_heads < b.n_heads
+        tiled = b.k[[h % b.n_kv_heads for h in range(b.n_heads)]]  # the authors' pairing h -> h mod n_kv
+        assert_differs(observed[(b.stack, b.layer)], b.q, tiled)
+        assert [b.kv_head(h) for h in range(b.n_heads)] == [h // (b.n_heads // b.n_kv_heads) for h in range(b.n_heads)]
+    assert_matches(found, observed)
+
+
+def test_phi3_gqa_key_heads_repeated(observed_cases):
+    _check_gqa_repeat("phi3", observed_cases)
+
+
+def test_mixtral_gqa_key_heads_repeated(observed_cases):
+    _check_gqa_repeat("mixtral", observed_cases)
+
+
+def test_musicgen_decoder_reads_self_attention_not_cross(observed_cases):
+    ckpt, found, observed = observed_cases("musicgen")
+    dec = [b for b in found if b.stack == "decoder"]
+    assert dec and {b.stack for b in found} == {"encoder", "decoder", "cross"}
+    for b in dec:
+        base = f"decoder.model.decoder.layers.{b.layer}."
+        h = b.n_heads
+        torch.testing.assert_close(b.q, linear_heads(ckpt.store.get(base + "self_attn.q_proj.weight"), h))
+        cross_q = linear_heads(ckpt.store.get(base + "encoder_attn.q_proj.weight"), h)
+        cross_k = linear_heads(ckpt.store.get(base + "encoder_attn.k_proj.weight"), h)
+        assert_differs(observed[("decoder", b.layer)], cross_q, cross_k)  # the authors' path
+    assert_matches(found, observed)
+
+
+def test_layer_counts_from_weights_speecht5_decoder(observed_cases, tmp_path):
+    ckpt, found, _ = observed_cases("speecht5")
+    config = tf.SpeechT5Config.from_dict(ckpt.config)
+    n_dec = sum(b.stack == "decoder" for b in found)
+    assert n_dec == 3 == ckpt.config["decoder_layers"]
+    assert config.num_hidden_layers == 2 != n_dec  # num_hidden_layers aliases encoder_layers
+
+
+def test_layer_counts_from_weights_git_image_encoder(observed_cases):
+    ckpt, found, _ = observed_cases("git")
+    n_img = sum(b.stack == "encoder" for b in found)
+    assert n_img == 3 == ckpt.config["vision_config"]["num_hidden_layers"]
+    assert ckpt.config["num_hidden_layers"] == 2 != n_img  # the text stack's depth
+
+
+@pytest.mark.parametrize("model_type,stack", [("detr", "decoder"), ("mask2former", "decoder"), ("sam", "decoder"), ("mllama", "encoder")])
+def test_non_causal_decoders_are_reported_bidirectional(model_type, stack, observed_cases):
+    """DETR/Mask2Former/SAM decoders and the Mllama vision tower attend without a causal mask:
+    their objective is bidirectional, and the model's own logits show no masked entry."""
+    assert STACK_OBJECTIVES[model_type][stack] == "bidirectional"
+    _, _, observed = observed_cases(model_type)
+    for (s, _layer), obs in observed.items():
+        if s == stack:
+            assert bool((obs.logits > -1e3).all()), f"{model_type} {stack}: masked logits found"
+
+
+def test_causal_decoders_are_masked(observed_cases):
+    """Contrast for the test above: a causal decoder's logits are masked above the diagonal."""
+    assert STACK_OBJECTIVES["bart"]["decoder"] == "autoregressive"
+    _, _, observed = observed_cases("bart")
+    logits = observed[("decoder", 0)].logits
+    assert bool((logits[..., 0, 1:] < -1e3).all()) and bool((logits.tril() > -1e3).all())

@@ -132,19 +132,30 @@ def slurm_args():
 
 
 def test_profile_files_identical_and_valid():
-    """config.yaml (older 9.x) and profile.yaml (9.19+) say the same; no GPUs via slurm_extra."""
-    from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
+    """config.yaml (older 9.x) and profile.yaml (9.19+) agree, and the plugin's own checks
+    accept every rule's resources: GPUs as resources (--gpus=1), none via slurm_extra."""
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+    from snakemake_executor_plugin_slurm.validation import validate_slurm_extra
+
+    class Resources(dict):  # what the plugin reads: job.resources.get(k) and .k
+        __getattr__ = dict.get
+
+    class Job:
+        def __init__(self, resources):
+            self.resources = Resources(resources)
 
     text = (PROFILE_DIR / "profile.yaml").read_text()
     assert (PROFILE_DIR / "config.yaml").read_text() == text
+    assert (TEST_PROFILE / "config.yaml").read_text() == (TEST_PROFILE / "profile.yaml").read_text()
     profile = yaml.safe_load(text)
     assert profile["executor"] == "slurm"
-    for rule in ("score", "train"):
-        assert profile["set-resources"][rule]["gpu"] == 1
-    for res in [profile["default-resources"], *profile["set-resources"].values()]:
-        extra = str(res.get("slurm_extra", ""))
-        for pattern, what in get_forbidden_slurm_options().items():
-            assert not re.search(pattern, extra), f"{what} set in slurm_extra"
+    default = profile["default-resources"]
+    validate_slurm_extra(Job(default))
+    assert set_gres_string(Job(default)) == ""
+    for rule in ("score", "score_checkpoint", "train"):
+        job = Job({**default, **profile["set-resources"][rule]})
+        validate_slurm_extra(job)
+        assert set_gres_string(job) == " --gpus=1", rule
 
 
 def test_slurm_runs_gpu_rule(slurm, tmp_path):

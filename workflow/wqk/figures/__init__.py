@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import os
 from pathlib import Path
 
 import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
+
+logging.getLogger("fontTools").setLevel(logging.WARNING)  # font subsetting chatter on every PDF
 
 SINGLE = 3.5  # inches: one column
 DOUBLE = 7.0  # inches: two columns

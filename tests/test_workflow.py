@@ -1,0 +1,250 @@
+"""The Snakemake workflow: lint, parse-time validation, planning, incremental reruns, and
+the tiny end-to-end run (twice, byte-identical figures and tables).
+
+Every run happens in a temporary copy of the workflow, offline. Snakemake is the one
+installed next to this Python (the project's venv); `wqk` is found on the same PATH.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+SNAKEMAKE = str(BIN / "snakemake")
+TEST_CONFIG = "tests/config/test.yaml"
+TIMEOUT = 1500  # seconds for one end-to-end run
+
+
+def copy_workflow(dest: Path) -> Path:
+    """The files a run needs: Snakefile, workflow/ (rules, schemas, wqk sources), config/."""
+    dest.mkdir(parents=True, exist_ok=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".snakemake")
+    shutil.copy2(ROOT / "Snakefile", dest / "Snakefile")
+    shutil.copytree(ROOT / "workflow", dest / "workflow", ignore=ignore)
+    shutil.copytree(ROOT / "config", dest / "config", ignore=ignore)
+    shutil.copytree(ROOT / "tests" / "config", dest / "tests" / "config", ignore=ignore)
+    return dest
+
+
+def snakemake(workdir: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", HF_HUB_OFFLINE="1")
+    env.pop("HF_TOKEN", None)
+    return subprocess.run(
+        [SNAKEMAKE, *args], cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """The first `Job stats` table of a dry run: rule -> number of jobs."""
+    counts, inside = {}, False
+    for line in output.splitlines():
+        if line.startswith("Job stats"):
+            if counts:
+                break
+            inside = True
+            continue
+        if inside:
+            m = re.match(r"^(\w+)\s+(\d+)$", line.strip())
+            if m and m.group(1) != "total":
+                counts[m.group(1)] = int(m.group(2))
+            elif line.startswith("total"):
+                break
+    return counts
+
+
+def planned_jobs(output: str) -> list[tuple[str, str]]:
+    """(rule, wildcards) of every job a dry run lists (blocks separated by blank lines)."""
+    jobs = []
+    for block in re.split(r"\n\s*\n", output):
+        rule = re.search(r"^\s*(?:local)?rule (\w+):$", block, re.M)
+        if rule:
+            wildcards = re.search(r"^\s*wildcards: (.*)$", block, re.M)
+            jobs.append((rule.group(1), wildcards.group(1).strip() if wildcards else ""))
+    return jobs
+
+
+def read_catalogue(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader((l for l in f if not l.startswith("#")), delimiter="\t"))
+
+
+def digests(workdir: Path) -> dict[str, str]:
+    files = sorted((workdir / "figures").glob("*")) + sorted((workdir / "results" / "tables").glob("*"))
+    return {str(p.relative_to(workdir)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    return copy_workflow(tmp_path_factory.mktemp("wf"))
+
+
+# ---------------------------------------------------------------- lint and parse time
+
+
+@pytest.mark.parametrize("configfile", [None, "config/quickstart.yaml", TEST_CONFIG])
+def test_lint_is_clean(workdir, configfile):
+    args = ["--lint"] + (["--configfile", configfile] if configfile else [])
+    r = snakemake(workdir, *args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Congratulations, your workflow is in a good condition" in r.stdout + r.stderr
+
+
+def test_paper_dry_run_plans_every_catalogue_model(workdir):
+    rows = read_catalogue(workdir / "config" / "catalogue" / "paper.tsv")
+    r = snakemake(workdir, "-n", "--cores", "4")
+    assert r.returncode == 0, r.stderr[-3000:]
+    counts = job_counts(r.stdout)
+    assert len(rows) >= 140
+    for rule in ("fetch", "extract", "score", "null_reference"):
+        assert counts.get(rule) == len(rows), (rule, counts)
+    # every table and figure of the paper, and the comparison with it
+    for rule in ("aggregate", "validate", "table_errata", "table_scores_language", "figure_wqk_heatmaps"):
+        assert counts.get(rule) == 1, (rule, counts)
+    assert counts.get("figure_scores_vs_params") == 3
+    assert counts.get("train") == 18  # 2 sizes x 3 datasets x (encoder, decoder, symmetric encoder)
+
+
+def _write_bad_config(workdir: Path, text_from: str, text_to: str) -> str:
+    bad = workdir / "tests" / "config" / "bad.yaml"
+    bad.write_text((workdir / TEST_CONFIG).read_text().replace(text_from, text_to, 1))
+    return str(bad.relative_to(workdir))
+
+
+def test_config_typo_fails_naming_the_key(workdir):
+    r = snakemake(workdir, "-n", "--configfile", _write_bad_config(workdir, "activate:", "actvate:"))
+    assert r.returncode != 0
+    assert "'actvate' was unexpected" in r.stdout + r.stderr
+
+
+def test_config_bad_value_fails_naming_it(workdir):
+    r = snakemake(workdir, "-n", "--configfile", _write_bad_config(workdir, "steps: 20", "steps: many"))
+    assert r.returncode != 0
+    assert "'many'" in r.stdout + r.stderr
+
+
+def test_catalogue_typo_fails_naming_file_line_and_column(workdir):
+    src = (workdir / "tests" / "config" / "catalogue.tsv").read_text()
+    bad = workdir / "tests" / "config" / "bad.tsv"
+    bad.write_text(src.replace("\ttext\t22713216\tlanguage\t", "\ttext\t22713216\tlangauge\t", 1))
+    assert bad.read_text() != src
+    r = snakemake(workdir, "-n", "--configfile", TEST_CONFIG, "--config", f"catalogue={bad}")
+    assert r.returncode != 0
+    assert f"catalogue {bad}, line 3, column 'figure'" in r.stdout + r.stderr
+    assert "'langauge'" in r.stdout + r.stderr
+
+
+def test_catalogue_unknown_column_and_duplicate_slug(workdir):
+    src = (workdir / "tests" / "config" / "catalogue.tsv").read_text()
+    bad = workdir / "tests" / "config" / "bad.tsv"
+    bad.write_text(src.replace("\tmodality\t", "\tmodalty\t", 1))
+    r = snakemake(workdir, "-n", "--configfile", TEST_CONFIG, "--config", f"catalogue={bad}")
+    assert r.returncode != 0 and "unknown column(s) ['modalty']" in r.stdout + r.stderr
+    lines = src.rstrip("\n").split("\n")
+    bad.write_text(src + lines[-1] + "\n")
+    r = snakemake(workdir, "-n", "--configfile", TEST_CONFIG, "--config", f"catalogue={bad}")
+    assert r.returncode != 0 and "duplicate slug 'tiny--t5'" in r.stdout + r.stderr
+
+
+# ---------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="module")
+def finished(workdir) -> Path:
+    """The tiny test config run to completion in the module's copy."""
+    r = snakemake(workdir, "--cores", "2", "--configfile", TEST_CONFIG, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr[-5000:]
+    return workdir
+
+
+@pytest.mark.slow
+def test_end_to_end_outputs(finished):
+    figures = sorted(p.name for p in (finished / "figures").glob("*.png"))
+    expected = {
+        "wqk_heatmaps", "scores_vs_params_language", "scores_vs_params_audio", "encdec_stacks",
+        "head_distributions", "depth_profile", "training_scores_pydoc", "training_layers_pydoc",
+        "training_loss",
+    }  # fmt: skip
+    assert {f.removesuffix(".png") for f in figures} == expected
+    for name in expected:
+        assert (finished / "figures" / f"{name}.pdf").stat().st_size > 1000
+    for table in ("scores_all", "scores_language"):
+        for ext in ("csv", "md", "tex"):
+            assert (finished / "results" / "tables" / f"{table}.{ext}").stat().st_size > 0
+    md = (finished / "results" / "tables" / "scores_all.md").read_text()
+    assert "synthetic" in md  # tiny random models are marked in the outputs
+    import pandas as pd
+
+    models = pd.read_parquet(finished / "results" / "aggregate" / "models.parquet")
+    for col in ("model", "stack", "objective", "modality", "n_params", "symmetry_median",
+                "symmetry_q25", "symmetry_q75", "directionality_median"):  # fmt: skip
+        assert col in models.columns
+    assert set(models["model"]) >= {"sentence-transformers/all-MiniLM-L6-v2", "openai/whisper-tiny.en"}
+    summary = pd.read_csv(finished / "results" / "training" / "summary.csv")
+    assert set(summary["step"]) == {0, 10, 20} and summary["run"].nunique() == 2
+
+
+@pytest.mark.slow
+def test_nothing_left_to_do_after_a_run(finished):
+    r = snakemake(finished, "-n", "--cores", "2", "--configfile", TEST_CONFIG)
+    assert r.returncode == 0
+    assert "Nothing to be done" in r.stdout + r.stderr, job_counts(r.stdout)
+
+
+@pytest.mark.slow
+def test_editing_one_figure_module_reruns_only_that_figure(finished):
+    module = finished / "workflow" / "wqk" / "figures" / "depth_profile.py"
+    original = module.read_text()
+    try:
+        module.write_text(original + "\n# edited\n")
+        r = snakemake(finished, "-n", "--cores", "2", "--configfile", TEST_CONFIG)
+    finally:
+        module.write_text(original)
+        os.utime(module, (0, 0))  # back to older than its figure
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert set(job_counts(r.stdout)) == {"figure_depth_profile", "all"}, job_counts(r.stdout)
+
+
+@pytest.mark.slow
+def test_adding_a_catalogue_line_schedules_only_that_model(finished):
+    catalogue = finished / "tests" / "config" / "catalogue.tsv"
+    original = catalogue.read_text()
+    new_line = "\ttiny/llama\ttiny:llama\t\tLlama (tiny random)\ttext\t\tlanguage\tTrue\t\tautoregressive\t\t\tSYNTHETIC\n"
+    try:
+        catalogue.write_text(original + new_line)
+        r = snakemake(finished, "-n", "--cores", "2", "--configfile", TEST_CONFIG)
+    finally:
+        catalogue.write_text(original)
+        os.utime(catalogue, (0, 0))
+    assert r.returncode == 0, r.stderr[-3000:]
+    counts = job_counts(r.stdout)
+    for rule in ("tiny", "extract", "score", "null_reference"):
+        assert counts.pop(rule) == 1, (rule, counts)
+    jobs = planned_jobs(r.stdout)
+    per_model = [w for rule, w in jobs if rule in ("tiny", "extract", "score", "null_reference")]
+    assert per_model and all(w == "slug=tiny--llama" for w in per_model), per_model
+    # aggregates and what is drawn from them; not the heatmaps, not the training
+    assert set(counts) == {
+        "catalogue", "aggregate", "figure_scores_vs_params", "figure_encdec_stacks",
+        "figure_head_distributions", "figure_depth_profile", "table_scores_all",
+        "table_scores_language", "all",
+    }, counts  # fmt: skip
+
+
+@pytest.mark.slow
+def test_two_runs_from_scratch_are_byte_identical(finished, tmp_path):
+    second = copy_workflow(tmp_path / "second")
+    r = snakemake(second, "--cores", "2", "--configfile", TEST_CONFIG, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr[-5000:]
+    first_digests, second_digests = digests(finished), digests(second)
+    assert len(first_digests) >= 9 * 2 + 2 * 3
+    assert first_digests == second_digests
