@@ -12,14 +12,14 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
-
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
 report: "workflow/report/workflow.rst"
 
 
-if "HF_TOKEN" in os.environ:  # optional: gated models (Llama); passed on to cluster jobs
+# Optional (gated models such as Llama): passed on to cluster jobs when set.
+if "HF_TOKEN" in os.environ:
 
     envvars:
         "HF_TOKEN",
@@ -34,7 +34,7 @@ include: "workflow/rules/train.smk"
 
 
 rule all:
+    default_target: True
     input:
         get_final_output(),
     localrule: True
-    default_target: True

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SLURM_DIR = ROOT / "tests" / "slurm"
 PROFILE_DIR = ROOT / "workflow" / "profiles" / "slurm"
 TEST_PROFILE = SLURM_DIR / "profile"
-TIMEOUT_S = 600  # for one Snakemake run; `timeout -k` makes sure it ends
+TIMEOUT_S = 900  # for one Snakemake run (~4-6 min here); `timeout -k` makes sure it ends
 
 TOY_SNAKEFILE = """
 JOB_ENV = "echo job=${{SLURM_JOB_ID:-none}} cuda=${{CUDA_VISIBLE_DEVICES:-none}} > {output}"
@@ -107,20 +107,33 @@ def cluster_overrides():
     return ["--default-resources", *(f"{k}={v}" for k, v in resources.items())]
 
 
+class Snakemake:
+    """Snakemake running in workdir under `timeout -k`, its output going to a file."""
+
+    def __init__(self, workdir, env, *args):
+        cmd = [
+            "timeout", "-k", "10", str(TIMEOUT_S),
+            sys.executable, "-m", "snakemake", "--directory", str(workdir), *args,
+        ]  # fmt: skip
+        self.workdir, self.log = workdir, workdir / "snakemake.out"
+        self.t0 = time.monotonic()
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=out, stderr=out)
+
+    def wait(self):
+        self.rc = self.proc.wait()
+        print(f"snakemake in {self.workdir}: {time.monotonic() - self.t0:.1f} s")
+        return self
+
+    def output(self):
+        """The output of a finished run, or a failure with its tail."""
+        text = self.log.read_text()
+        assert self.rc == 0, f"snakemake in {self.workdir} exited {self.rc} (124/137: timed out)\n{text[-6000:]}"
+        return text
+
+
 def snakemake(workdir, env, *args):
-    """Run Snakemake in workdir under `timeout -k`; return the completed process."""
-    cmd = [
-        "timeout", "-k", "10", str(TIMEOUT_S),
-        sys.executable, "-m", "snakemake", "--directory", str(workdir), *args,
-    ]  # fmt: skip
-    t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
-    print(f"{' '.join(args[:4])}...: {time.monotonic() - t0:.1f} s")
-    assert proc.returncode == 0, (
-        f"snakemake exited {proc.returncode} (124/137: timed out)\n"
-        f"{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
-    )
-    return proc
+    return Snakemake(workdir, env, *args).wait().output()
 
 
 def slurm_args():
@@ -184,9 +197,6 @@ def test_slurm_runs_gpu_rule(slurm, tmp_path):
     assert "JobState=COMPLETED" in score_job, score_job
 
 
-COMPARED = ("results/tables/**/*", "results/aggregate/*.csv", "results/scores/*.parquet")
-
-
 def repo_copy(dest):
     """The working tree as git sees it (tracked and untracked, not ignored) copied to dest."""
     listed = subprocess.run(
@@ -202,27 +212,36 @@ def repo_copy(dest):
 
 
 def result_hashes(workdir):
-    hashes = {}
-    for pattern in COMPARED:
-        for path in sorted(workdir.glob(pattern)):
-            if path.is_file():
-                key = str(path.relative_to(workdir))
-                hashes[key] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return hashes
+    """sha256 of every file under results/ (scores, aggregates, tables, training runs)."""
+    return {
+        str(path.relative_to(workdir)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted((workdir / "results").rglob("*"))
+        if path.is_file()
+    }
 
 
 def test_test_workflow_same_bytes_on_slurm(slurm, tmp_path):
-    """The test workflow through --executor slurm gives a local run's results, byte for byte."""
-    env = {**slurm, "PATH": f"{Path(sys.executable).parent}:{slurm['PATH']}"}
-    config = ["--configfile", "tests/config/test.yaml"]
-    local = repo_copy(tmp_path / "local")
-    snakemake(local, env, "--workflow-profile", "none", "--cores", "2", *config)
-    cluster = repo_copy(tmp_path / "slurm")
-    proc = snakemake(cluster, env, *slurm_args(), *config)
+    """The test workflow through --executor slurm gives a local run's results, byte for byte.
 
-    expected = result_hashes(local)
-    assert any(k.startswith("results/scores/") for k in expected), expected
-    assert any(k.startswith("results/tables/") for k in expected), expected
-    assert result_hashes(cluster) == expected
-    submitted = re.findall(r"submitted with SLURM jobid (\d+)", proc.stdout + proc.stderr)
-    assert len(submitted) >= len(list((cluster / "results/scores").glob("*.parquet")))
+    Figures are switched off in both runs: they are local rules either way. The two runs go
+    side by side (the SLURM one mostly waits on polls)."""
+    env = {**slurm, "PATH": f"{Path(sys.executable).parent}:{slurm['PATH']}"}
+    runs = {}
+    for kind in ("slurm", "local"):
+        workdir = repo_copy(tmp_path / kind)
+        config = yaml.safe_load((workdir / "tests/config/test.yaml").read_text())
+        config["activate"]["figures"] = False
+        (workdir / "test-slurm.yaml").write_text(yaml.safe_dump(config))
+        args = ["--configfile", "test-slurm.yaml"]
+        args += slurm_args() if kind == "slurm" else ["--workflow-profile", "none", "--cores", "2"]
+        runs[kind] = Snakemake(workdir, env, *args)
+    output = {kind: run.wait() for kind, run in runs.items()}  # both end before any check
+    output = {kind: run.output() for kind, run in output.items()}
+
+    expected, got = result_hashes(runs["local"].workdir), result_hashes(runs["slurm"].workdir)
+    for part in ("scores/", "aggregate/", "tables/", "training/"):
+        assert any(k.startswith(f"results/{part}") for k in expected), (part, sorted(expected))
+    differ = sorted(k for k in expected.keys() | got.keys() if expected.get(k) != got.get(k))
+    assert not differ, f"results differ between the local and the SLURM run: {differ}"
+    n_scores = len(list((runs["slurm"].workdir / "results/scores").glob("*.parquet")))
+    assert len(re.findall(r"submitted with SLURM jobid \d+", output["slurm"])) > n_scores

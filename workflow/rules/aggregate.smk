@@ -27,18 +27,18 @@ rule aggregate:
         groups_csv="results/aggregate/groups.csv",
         layers="results/aggregate/layers.parquet",
         heads="results/aggregate/heads.parquet",
-    params:
-        out_dir=subpath(output.models, parent=True),
-        null=lambda wc, input: f"--null {' '.join(input.null)}" if input.null else "",
     log:
         "logs/aggregate.log",
     benchmark:
         "benchmarks/aggregate.tsv"
+    conda:
+        "../envs/wqk.yaml"
     resources:
         mem_mb=8000,
         runtime=30,
-    conda:
-        "../envs/wqk.yaml"
+    params:
+        out_dir=subpath(output.models, parent=True),
+        null=lambda wc, input: f"--null {' '.join(input.null)}" if input.null else "",
     shell:
         "wqk aggregate --scores {input.scores} {params.null} --catalogue {input.catalogue}"
         " --out-dir {params.out_dir} > {log} 2>&1"

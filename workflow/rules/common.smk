@@ -52,15 +52,23 @@ def load_catalogue(path):
     props = schema["properties"]
     validator = jsonschema.Draft202012Validator(schema)
     if not os.path.exists(path):
-        raise WorkflowError(f"catalogue {path} not found: set `catalogue:` in the config file")
+        raise WorkflowError(
+            f"catalogue {path} not found: set `catalogue:` in the config file"
+        )
     with open(path, newline="") as f:
-        numbered = [(n, l) for n, l in enumerate(f, start=1) if l.strip() and not l.lstrip().startswith("#")]
+        numbered = [
+            (n, l)
+            for n, l in enumerate(f, start=1)
+            if l.strip() and not l.lstrip().startswith("#")
+        ]
     reader = csv.DictReader([l for _, l in numbered], delimiter="\t")
     rows, seen = [], {}
     for (lineno, _), raw in zip(numbered[1:], reader):
         where = f"catalogue {path}, line {lineno}"
         if None in raw or None in raw.values():
-            raise WorkflowError(f"{where}: wrong number of tab-separated cells (header has {len(reader.fieldnames)})")
+            raise WorkflowError(
+                f"{where}: wrong number of tab-separated cells (header has {len(reader.fieldnames)})"
+            )
         row = {
             k: _cell(v.strip(), props.get(k, {}))
             for k, v in raw.items()
@@ -72,16 +80,22 @@ def load_catalogue(path):
             column = e.path[0] if e.path else None
             if column is None and e.validator == "additionalProperties":
                 unknown = sorted(set(row) - set(props))
-                raise WorkflowError(f"{where}: unknown column(s) {unknown}; allowed: {sorted(props)}")
+                raise WorkflowError(
+                    f"{where}: unknown column(s) {unknown}; allowed: {sorted(props)}"
+                )
             col = f"column '{column}'" if column else "row"
             raise WorkflowError(f"{where}, {col}: {e.message}")
         for key, spec in props.items():
             row.setdefault(key, spec.get("default"))
         row["slug"] = row["slug"] or model_slug(row["model_id"])
         if not (row["objective_encoder"] or row["objective_decoder"]):
-            raise WorkflowError(f"{where}: give objective_encoder and/or objective_decoder")
+            raise WorkflowError(
+                f"{where}: give objective_encoder and/or objective_decoder"
+            )
         if row["slug"] in seen:
-            raise WorkflowError(f"{where}: duplicate slug '{row['slug']}' (also on line {seen[row['slug']]})")
+            raise WorkflowError(
+                f"{where}: duplicate slug '{row['slug']}' (also on line {seen[row['slug']]})"
+            )
         seen[row["slug"]] = lineno
         rows.append({k: row[k] for k in props})  # schema order: stable columns
     if not rows:
@@ -136,14 +150,18 @@ def training_runs():
     if not config["activate"]["training"]:
         return {}
     if not TRAINING:
-        raise WorkflowError("activate: training is true but the config has no `training:` section")
+        raise WorkflowError(
+            "activate: training is true but the config has no `training:` section"
+        )
     runs = {}
     for size in TRAINING["sizes"]:
         for init, objectives in TRAINING["inits"].items():
             for objective in objectives:
                 for dataset in TRAINING["datasets"]:
                     name = f"{size}-{OBJECTIVE_SHORT[objective]}-{init}-{dataset}"
-                    runs[name] = dict(size=size, objective=objective, init=init, dataset=dataset)
+                    runs[name] = dict(
+                        size=size, objective=objective, init=init, dataset=dataset
+                    )
     return dict(sorted(runs.items()))
 
 
@@ -221,7 +239,9 @@ def get_all_null(wildcards=None):
 
 
 def get_run_scores(run):
-    return expand("results/training/scores/{run}/step-{step}.parquet", run=run, step=STEPS)
+    return expand(
+        "results/training/scores/{run}/step-{step}.parquet", run=run, step=STEPS
+    )
 
 
 def get_training_scores(wildcards=None):
@@ -251,6 +271,12 @@ def get_train_settings(wildcards):
     return " ".join(flags)
 
 
+def get_corpus_options(wildcards):
+    if wildcards.dataset == "jigsaw":
+        return f"--jigsaw-dir {TRAINING['jigsaw_dir']}"
+    return ""
+
+
 def get_train_corpus(wildcards):
     return f"results/training/corpus/{RUNS[wildcards.run]['dataset']}.txt"
 
@@ -265,7 +291,9 @@ def heatmap_matrices(which):
     def inner(wildcards):
         name = config["figures"]["wqk_heatmaps"][which]
         if name not in MODELS:
-            raise WorkflowError(f"figures: wqk_heatmaps: {which}: '{name}' is not a slug of the catalogue {config['catalogue']}")
+            raise WorkflowError(
+                f"figures: wqk_heatmaps: {which}: '{name}' is not a slug of the catalogue {config['catalogue']}"
+            )
         return f"results/matrices/{name}.parquet"
 
     return inner
@@ -273,7 +301,9 @@ def heatmap_matrices(which):
 
 def params_of(kind, name, **extra):
     """`--param key=value ...` from the config section of one figure or table ('' if none)."""
-    params = dict(config.get(kind, {}).get(name) or {}, **extra)  # extra: None drops a key
+    params = dict(
+        config.get(kind, {}).get(name) or {}, **extra
+    )  # extra: None drops a key
     pairs = " ".join(f"{k}={v}" for k, v in sorted(params.items()) if v is not None)
     return f"--param {pairs}" if pairs else ""
 
@@ -326,9 +356,13 @@ def get_tables():
 def get_final_output():
     targets = ["results/aggregate/models.parquet"]
     if config["activate"]["figures"]:
-        targets += expand("figures/{name}.{ext}", name=get_figures(), ext=["pdf", "png"])
+        targets += expand(
+            "figures/{name}.{ext}", name=get_figures(), ext=["pdf", "png"]
+        )
     if config["activate"]["tables"]:
-        targets += expand("results/tables/{name}.{ext}", name=get_tables(), ext=["csv", "md", "tex"])
+        targets += expand(
+            "results/tables/{name}.{ext}", name=get_tables(), ext=["csv", "md", "tex"]
+        )
     if config["activate"]["validation"]:
         targets.append("results/validation/paper_comparison.csv")
     if RUNS:

@@ -10,14 +10,18 @@ rule figure_wqk_heatmaps:
         module=module("figures", "wqk_heatmaps"),
     output:
         pdf="figures/wqk_heatmaps.pdf",
-        png=report("figures/wqk_heatmaps.png", caption="../report/wqk_heatmaps.rst", category="Pretrained models"),
-    params:
-        opts=params_of("figures", "wqk_heatmaps", encoder=None, decoder=None),
+        png=report(
+            "figures/wqk_heatmaps.png",
+            caption="../report/wqk_heatmaps.rst",
+            category="Pretrained models",
+        ),
     log:
         "logs/figures/wqk_heatmaps.log",
     localrule: True
     conda:
         "../envs/wqk.yaml"
+    params:
+        opts=params_of("figures", "wqk_heatmaps", encoder=None, decoder=None),
     shell:
         "wqk figure wqk_heatmaps --in encoder={input.encoder} decoder={input.decoder}"
         " {params.opts} --out {output.pdf} > {log} 2>&1"
@@ -35,13 +39,19 @@ rule figure_scores_vs_params:
             category="Pretrained models",
             labels={"figure": "scores vs parameters", "models": "{group}"},
         ),
-    params:
-        opts=lambda wc: params_of("figures", "scores_vs_params", groups=None, modality=GROUP_MODALITY[wc.group], figure=wc.group),
     log:
         "logs/figures/scores_vs_params_{group}.log",
     localrule: True
     conda:
         "../envs/wqk.yaml"
+    params:
+        opts=lambda wc: params_of(
+            "figures",
+            "scores_vs_params",
+            groups=None,
+            modality=GROUP_MODALITY[wc.group],
+            figure=wc.group,
+        ),
     shell:
         "wqk figure scores_vs_params --in models={input.models}"
         " {params.opts} --out {output.pdf} > {log} 2>&1"
@@ -53,14 +63,18 @@ rule figure_encdec_stacks:
         module=module("figures", "encdec_stacks"),
     output:
         pdf="figures/encdec_stacks.pdf",
-        png=report("figures/encdec_stacks.png", caption="../report/encdec_stacks.rst", category="Pretrained models"),
-    params:
-        opts=params_of("figures", "encdec_stacks"),
+        png=report(
+            "figures/encdec_stacks.png",
+            caption="../report/encdec_stacks.rst",
+            category="Pretrained models",
+        ),
     log:
         "logs/figures/encdec_stacks.log",
     localrule: True
     conda:
         "../envs/wqk.yaml"
+    params:
+        opts=params_of("figures", "encdec_stacks"),
     shell:
         "wqk figure encdec_stacks --in models={input.models}"
         " {params.opts} --out {output.pdf} > {log} 2>&1"
@@ -72,14 +86,18 @@ rule figure_head_distributions:
         module=module("figures", "head_distributions"),
     output:
         pdf="figures/head_distributions.pdf",
-        png=report("figures/head_distributions.png", caption="../report/head_distributions.rst", category="Beyond the paper"),
-    params:
-        opts=params_of("figures", "head_distributions"),
+        png=report(
+            "figures/head_distributions.png",
+            caption="../report/head_distributions.rst",
+            category="Beyond the paper",
+        ),
     log:
         "logs/figures/head_distributions.log",
     localrule: True
     conda:
         "../envs/wqk.yaml"
+    params:
+        opts=params_of("figures", "head_distributions"),
     shell:
         "wqk figure head_distributions --in heads={input.heads}"
         " {params.opts} --out {output.pdf} > {log} 2>&1"
@@ -91,14 +109,18 @@ rule figure_depth_profile:
         module=module("figures", "depth_profile"),
     output:
         pdf="figures/depth_profile.pdf",
-        png=report("figures/depth_profile.png", caption="../report/depth_profile.rst", category="Beyond the paper"),
-    params:
-        opts=params_of("figures", "depth_profile"),
+        png=report(
+            "figures/depth_profile.png",
+            caption="../report/depth_profile.rst",
+            category="Beyond the paper",
+        ),
     log:
         "logs/figures/depth_profile.log",
     localrule: True
     conda:
         "../envs/wqk.yaml"
+    params:
+        opts=params_of("figures", "depth_profile"),
     shell:
         "wqk figure depth_profile --in layers={input.layers}"
         " {params.opts} --out {output.pdf} > {log} 2>&1"
@@ -116,13 +138,13 @@ rule figure_training_scores:
             category="Training",
             labels={"figure": "scores during training", "dataset": "{dataset}"},
         ),
-    params:
-        opts=lambda wc: params_of("figures", "training_scores", dataset=wc.dataset),
     log:
         "logs/figures/training_scores_{dataset}.log",
     localrule: True
     conda:
         "../envs/wqk.yaml"
+    params:
+        opts=lambda wc: params_of("figures", "training_scores", dataset=wc.dataset),
     shell:
         "wqk figure training_scores --in summary={input.summary}"
         " {params.opts} --out {output.pdf} > {log} 2>&1"
@@ -138,15 +160,18 @@ rule figure_training_layers:
             "figures/training_layers_{dataset}.png",
             caption="../report/training_layers.rst",
             category="Training",
-            labels={"figure": "scores per layer during training", "dataset": "{dataset}"},
+            labels={
+                "figure": "scores per layer during training",
+                "dataset": "{dataset}",
+            },
         ),
-    params:
-        opts=lambda wc: params_of("figures", "training_layers", dataset=wc.dataset),
     log:
         "logs/figures/training_layers_{dataset}.log",
     localrule: True
     conda:
         "../envs/wqk.yaml"
+    params:
+        opts=lambda wc: params_of("figures", "training_layers", dataset=wc.dataset),
     shell:
         "wqk figure training_layers --in layers={input.layers}"
         " {params.opts} --out {output.pdf} > {log} 2>&1"
@@ -158,14 +183,18 @@ rule figure_training_loss:
         module=module("figures", "training_loss"),
     output:
         pdf="figures/training_loss.pdf",
-        png=report("figures/training_loss.png", caption="../report/training_loss.rst", category="Training"),
-    params:
-        opts=params_of("figures", "training_loss"),
+        png=report(
+            "figures/training_loss.png",
+            caption="../report/training_loss.rst",
+            category="Training",
+        ),
     log:
         "logs/figures/training_loss.log",
     localrule: True
     conda:
         "../envs/wqk.yaml"
+    params:
+        opts=params_of("figures", "training_loss"),
     shell:
         "wqk figure training_loss --in losses={input.losses}"
         " {params.opts} --out {output.pdf} > {log} 2>&1"

@@ -5,16 +5,16 @@ rule tiny:
     """A tiny random model of one model_type (synthetic: never data)."""
     output:
         directory("results/tiny/{slug}"),
-    params:
-        model_type=get_tiny_model_type,
-        seed=config["tiny"]["seed"],
     log:
         "logs/tiny/{slug}.log",
+    conda:
+        "../envs/wqk.yaml"
     resources:
         mem_mb=2000,
         runtime=10,
-    conda:
-        "../envs/wqk.yaml"
+    params:
+        model_type=get_tiny_model_type,
+        seed=config["tiny"]["seed"],
     shell:
         "wqk tiny {params.model_type} --out {output} --seed {params.seed} > {log} 2>&1"
 
@@ -23,20 +23,20 @@ rule fetch:
     """Only the bytes extraction needs (config and q/k tensors) of a hub checkpoint."""
     output:
         temp(directory("results/fetch/{slug}")),
-    params:
-        source=lambda wc: MODELS[wc.slug]["source"],
-        revision=get_revision,
     log:
         "logs/fetch/{slug}.log",
     benchmark:
         "benchmarks/fetch-{slug}.tsv"
     retries: 2
+    conda:
+        "../envs/wqk.yaml"
     resources:
         mem_mb=4000,
         runtime=240,
         hub_downloads=1,
-    conda:
-        "../envs/wqk.yaml"
+    params:
+        source=lambda wc: MODELS[wc.slug]["source"],
+        revision=get_revision,
     shell:
         "wqk fetch {params.source} --out {output} --revision {params.revision} > {log} 2>&1"
 
@@ -47,19 +47,19 @@ rule extract:
         get_extract_input,
     output:
         "results/matrices/{slug}.parquet",
-    params:
-        source=get_extract_source,
-        name=lambda wc: MODELS[wc.slug]["model_id"],
-        synthetic=lambda wc: "--synthetic" if MODELS[wc.slug]["synthetic"] else "",
     log:
         "logs/extract/{slug}.log",
     benchmark:
         "benchmarks/extract-{slug}.tsv"
+    conda:
+        "../envs/wqk.yaml"
     resources:
         mem_mb=8000,
         runtime=60,
-    conda:
-        "../envs/wqk.yaml"
+    params:
+        source=get_extract_source,
+        name=lambda wc: MODELS[wc.slug]["model_id"],
+        synthetic=lambda wc: "--synthetic" if MODELS[wc.slug]["synthetic"] else "",
     shell:
         "wqk extract {params.source:q} --name {params.name:q} {params.synthetic} --out {output} > {log} 2>&1"
 
@@ -70,19 +70,19 @@ rule score:
         "results/matrices/{slug}.parquet",
     output:
         "results/scores/{slug}.parquet",
-    params:
-        device=config["score"]["device"],
     log:
         "logs/score/{slug}.log",
     benchmark:
         "benchmarks/score-{slug}.tsv"
+    conda:
+        "../envs/wqk.yaml"
     threads: 2
     resources:
         mem_mb=8000,
         runtime=60,
         gpu=1,
-    conda:
-        "../envs/wqk.yaml"
+    params:
+        device=config["score"]["device"],
     shell:
         "wqk score {input} --out {output} --device {params.device} > {log} 2>&1"
 
@@ -93,17 +93,17 @@ rule null_reference:
         "results/scores/{slug}.parquet",
     output:
         "results/null/{slug}.parquet",
-    params:
-        seed=config["null_reference"]["seed"],
     log:
         "logs/null/{slug}.log",
     benchmark:
         "benchmarks/null-{slug}.tsv"
+    conda:
+        "../envs/wqk.yaml"
     threads: 2
     resources:
         mem_mb=4000,
         runtime=30,
-    conda:
-        "../envs/wqk.yaml"
+    params:
+        seed=config["null_reference"]["seed"],
     shell:
         "wqk null --scores {input} --out {output} --seed {params.seed} > {log} 2>&1"

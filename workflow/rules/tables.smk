@@ -7,14 +7,14 @@ rule table_scores_language:
         module=module("tables", "scores_language"),
     output:
         table_outputs("scores_language"),
-    params:
-        prefix=subpath(output[0], strip_suffix=".csv"),
-        opts=params_of("tables", "scores_language"),
     log:
         "logs/tables/scores_language.log",
     localrule: True
     conda:
         "../envs/wqk.yaml"
+    params:
+        prefix=subpath(output[0], strip_suffix=".csv"),
+        opts=params_of("tables", "scores_language"),
     shell:
         "wqk table scores_language --in models={input.models} {params.opts} --out {params.prefix} > {log} 2>&1"
 
@@ -25,14 +25,14 @@ rule table_scores_all:
         module=module("tables", "scores_all"),
     output:
         table_outputs("scores_all"),
-    params:
-        prefix=subpath(output[0], strip_suffix=".csv"),
-        opts=params_of("tables", "scores_all"),
     log:
         "logs/tables/scores_all.log",
     localrule: True
     conda:
         "../envs/wqk.yaml"
+    params:
+        prefix=subpath(output[0], strip_suffix=".csv"),
+        opts=params_of("tables", "scores_all"),
     shell:
         "wqk table scores_all --in models={input.models} {params.opts} --out {params.prefix} > {log} 2>&1"
 
@@ -43,14 +43,14 @@ rule table_errata:
         module=module("tables", "errata"),
     output:
         table_outputs("errata"),
-    params:
-        prefix=subpath(output[0], strip_suffix=".csv"),
-        opts=params_of("tables", "errata"),
     log:
         "logs/tables/errata.log",
     localrule: True
     conda:
         "../envs/wqk.yaml"
+    params:
+        prefix=subpath(output[0], strip_suffix=".csv"),
+        opts=params_of("tables", "errata"),
     shell:
         "wqk table errata --in comparison={input.comparison} {params.opts} --out {params.prefix} > {log} 2>&1"
 
@@ -61,14 +61,14 @@ rule table_paper_comparison:
         module=module("tables", "paper_comparison"),
     output:
         table_outputs("paper_comparison"),
-    params:
-        prefix=subpath(output[0], strip_suffix=".csv"),
-        opts=params_of("tables", "paper_comparison"),
     log:
         "logs/tables/paper_comparison.log",
     localrule: True
     conda:
         "../envs/wqk.yaml"
+    params:
+        prefix=subpath(output[0], strip_suffix=".csv"),
+        opts=params_of("tables", "paper_comparison"),
     shell:
         "wqk table paper_comparison --in comparison={input.comparison} {params.opts} --out {params.prefix} > {log} 2>&1"
 
@@ -79,13 +79,13 @@ rule table_symmetric_init:
         module=module("tables", "symmetric_init"),
     output:
         table_outputs("symmetric_init"),
-    params:
-        prefix=subpath(output[0], strip_suffix=".csv"),
-        opts=params_of("tables", "symmetric_init"),
     log:
         "logs/tables/symmetric_init.log",
     localrule: True
     conda:
         "../envs/wqk.yaml"
+    params:
+        prefix=subpath(output[0], strip_suffix=".csv"),
+        opts=params_of("tables", "symmetric_init"),
     shell:
         "wqk table symmetric_init --in losses={input.losses} {params.opts} --out {params.prefix} > {log} 2>&1"
