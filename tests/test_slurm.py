@@ -121,8 +121,16 @@ class Snakemake:
             self.proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=out, stderr=out)
 
     def wait(self):
-        self.rc = self.proc.wait()
-        print(f"snakemake in {self.workdir}: {time.monotonic() - self.t0:.1f} s")
+        while self.proc.poll() is None:
+            time.sleep(0.5)
+        return self.finished()
+
+    def finished(self):
+        if self.proc.poll() is None:
+            return None
+        if not hasattr(self, "rc"):
+            self.rc = self.proc.returncode
+            print(f"snakemake in {self.workdir}: {time.monotonic() - self.t0:.1f} s")
         return self
 
     def output(self):
@@ -235,8 +243,9 @@ def test_test_workflow_same_bytes_on_slurm(slurm, tmp_path):
         args = ["--configfile", "test-slurm.yaml"]
         args += slurm_args() if kind == "slurm" else ["--workflow-profile", "none", "--cores", "2"]
         runs[kind] = Snakemake(workdir, env, *args)
-    output = {kind: run.wait() for kind, run in runs.items()}  # both end before any check
-    output = {kind: run.output() for kind, run in output.items()}
+    while not all([run.finished() for run in runs.values()]):  # both end before any check
+        time.sleep(0.5)
+    output = {kind: run.output() for kind, run in runs.items()}
 
     expected, got = result_hashes(runs["local"].workdir), result_hashes(runs["slurm"].workdir)
     for part in ("scores/", "aggregate/", "tables/", "training/"):

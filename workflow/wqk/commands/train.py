@@ -32,6 +32,7 @@ def add_arguments(p) -> None:
     p.add_argument("--size", default="", help="size label for summaries (default L{layers}-H{hidden})")
     p.add_argument("--dataset", default="", help="dataset label for summaries (default: corpus file stem)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: its default)")
     p.add_argument("--fp16", action="store_true", help="mixed precision (CUDA only)")
     p.add_argument("--out", required=True, help="run folder")
 
@@ -64,6 +65,7 @@ def run(args) -> int:
         dataset=args.dataset,
         device=args.device,
         fp16=args.fp16,
+        threads=args.threads,
     )
     train(cfg)
     return 0

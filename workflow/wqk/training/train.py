@@ -69,6 +69,7 @@ class TrainConfig:
     device: str = "auto"
     fp16: bool = False
     max_grad_norm: float = 1.0  # the transformers Trainer default the authors trained with
+    threads: int = 0  # CPU threads for torch (0: torch's default); results may depend on it
     size: str = ""  # label for summaries; default "L{layers}-H{hidden}"
     dataset: str = ""  # label for summaries; default the corpus file's stem
     extra: dict = field(default_factory=dict)
@@ -242,6 +243,7 @@ def _write_json(path: Path, obj) -> None:
 def _run_record(cfg: TrainConfig) -> dict:
     rec = asdict(cfg)
     rec.pop("device")
+    rec.pop("threads")
     rec["corpus_sha256"] = _sha256(Path(cfg.corpus))
     rec["tokenizer_sha256"] = _sha256(Path(cfg.tokenizer) / "tokenizer.json")
     rec["run"] = Path(cfg.out).name
@@ -304,6 +306,8 @@ def train(cfg: TrainConfig) -> dict:
     if cfg.fp16 and not fp16:
         log.info("--fp16 ignored on %s", device)
     torch.use_deterministic_algorithms(True)
+    if cfg.threads > 0:
+        torch.set_num_threads(cfg.threads)
     if device == "cuda":
         torch.backends.cudnn.benchmark = False
         torch.backends.cuda.matmul.allow_tf32 = False
