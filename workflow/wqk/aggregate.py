@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from . import slug as make_slug
+from .atomic import atomic_path
 from .errors import WqkError
 
 log = logging.getLogger(__name__)
@@ -286,20 +287,13 @@ def write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    table = pa.Table.from_pandas(df, preserve_index=False)
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp, compression="zstd")
 
 
 def write_csv(df: pd.DataFrame, path: str | os.PathLike) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    df.to_csv(tmp, index=False, float_format="%.6g", lineterminator="\n")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False, float_format="%.6g", lineterminator="\n")
 
 
 def write_outputs(tables: dict[str, pd.DataFrame], out_dir: str | os.PathLike) -> list[Path]:

@@ -5,7 +5,6 @@ Written as a stream (one layer in memory at a time) to a temporary name, then re
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -15,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
+from .atomic import atomic_path
 from .blocks import AttentionBlock
 
 SCHEMA = pa.schema(
@@ -85,18 +85,11 @@ def block_table(info: ModelInfo, block: AttentionBlock) -> pa.Table:
 
 def write_matrices(info: ModelInfo, blocks: Iterable[AttentionBlock], out: Path) -> int:
     """Stream blocks into `out`; returns the number of blocks written."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     n = 0
-    try:
-        with pq.ParquetWriter(tmp, SCHEMA, compression="zstd", write_statistics=False) as writer:
-            for block in blocks:
-                writer.write_table(block_table(info, block), row_group_size=block.n_heads)
-                n += 1
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_path(out) as tmp, pq.ParquetWriter(tmp, SCHEMA, compression="zstd", write_statistics=False) as w:
+        for block in blocks:
+            w.write_table(block_table(info, block), row_group_size=block.n_heads)
+            n += 1
     return n
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Iterable
 
 import pandas as pd
 from tqdm import tqdm
 
+from .atomic import atomic_path
 from .blocks import AttentionBlock
 from .matrices import ModelInfo
 from .scores import FIELDS, resolve_device, score_block
@@ -72,14 +72,8 @@ def to_frame(rows: list[dict]) -> pd.DataFrame:
 
 
 def write_scores(df: pd.DataFrame, out: Path) -> None:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    try:
+    with atomic_path(out) as tmp:
         df.to_parquet(tmp, index=False, compression="zstd")
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def layer_table(df: pd.DataFrame) -> str:

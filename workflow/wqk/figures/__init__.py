@@ -17,6 +17,8 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..atomic import atomic_path
+
 logging.getLogger("fontTools").setLevel(logging.WARNING)  # font subsetting chatter on every PDF
 
 SINGLE = 3.5  # inches: one column
@@ -108,9 +110,8 @@ def save(fig: Figure, out_pdf: str | os.PathLike) -> tuple[Path, Path]:
     meta_pdf = {"Creator": None, "Producer": None, "CreationDate": None, "ModDate": None}
     with style():
         for out, fmt, meta in ((out_pdf, "pdf", meta_pdf), (out_png, "png", {"Software": None})):
-            tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
-            fig.savefig(tmp, format=fmt, metadata=meta, dpi=DPI)
-            os.replace(tmp, out)
+            with atomic_path(out) as tmp:
+                fig.savefig(tmp, format=fmt, metadata=meta, dpi=DPI)
     return out_pdf, out_png
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..atomic import write_text
+
 LATEX_SPECIAL = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
     "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
@@ -86,23 +88,16 @@ def to_latex(df: pd.DataFrame, caption: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write(df: pd.DataFrame, stem: str | os.PathLike, caption: str | None = None) -> list[Path]:
     """STEM.csv, STEM.md, STEM.tex from one DataFrame (any suffix of stem is dropped)."""
     stem = Path(stem)
     if stem.suffix in (".csv", ".md", ".tex"):
         stem = stem.with_suffix("")
     paths = [stem.with_name(stem.name + ext) for ext in (".csv", ".md", ".tex")]
-    _atomic_write(paths[0], df.to_csv(index=False, float_format="%.6g", lineterminator="\n"))
+    write_text(paths[0], df.to_csv(index=False, float_format="%.6g", lineterminator="\n"))
     md = (f"{caption}\n\n" if caption else "") + to_markdown(df)
-    _atomic_write(paths[1], md)
-    _atomic_write(paths[2], to_latex(df, caption))
+    write_text(paths[1], md)
+    write_text(paths[2], to_latex(df, caption))
     return paths
 
 
