@@ -112,7 +112,8 @@ def main():
     args = p.parse_args()
     dev = args.device
     name = torch.cuda.get_device_name() if dev.startswith("cuda") else "CPU"
-    print(f"torch {torch.__version__}, device {dev} ({name})")
+    print(f"torch {torch.__version__}, device {dev} ({name}), "
+          f"fp32 matmul precision {torch.get_float32_matmul_precision()}")  # fmt: skip
 
     with tempfile.TemporaryDirectory(prefix="wqk-7b-") as tmp:
         folder = Path(tmp) / "llama-7b-shaped"

@@ -13,6 +13,7 @@ done
 for pid in "${pids[@]}"; do
   for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 done
+[ "$(cat /run/wqk-test-slurm.dir 2>/dev/null)" = "$DIR" ] && rm -f /run/wqk-test-slurm.dir
 for f in /etc/slurm/slurm.conf /etc/slurm/gres.conf; do
   grep -qxF "$MARK" "$f" 2>/dev/null && rm -f "$f"
 done

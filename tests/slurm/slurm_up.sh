@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Boot a one-node SLURM (slurmctld + slurmd on 127.0.0.1, ports 6817/6818, a fake
-# count-only GPU); state, logs and pid files live in DIR.
+# Boot a one-node SLURM (slurmctld + slurmd on 127.0.0.1, ports $WQK_SLURM_PORT and +1,
+# default 6817/6818, a fake count-only GPU); state, logs and pid files live in DIR.
 #   bash tests/slurm/slurm_up.sh DIR        stop with: bash tests/slurm/slurm_down.sh DIR
 # The config goes to /etc/slurm (SLURM_CONF elsewhere does not work: the plugin's job step
 # drops SLURM_* variables before its inner srun); an existing config not written by this
@@ -21,7 +21,21 @@ done
 HOST=$(hostname -s)
 NCPU=$(nproc)
 MEM=$(( $(free -m | awk '/^Mem:/{print $2}') * 9 / 10 ))
+PORT=${WQK_SLURM_PORT:-6817}
 MARK="# written by wqk tests/slurm/slurm_up.sh"
+REGISTRY=/run/wqk-test-slurm.dir   # DIR of the instance now up, for slurm_down of a killed run
+
+# daemons of an earlier run that was killed before its slurm_down.sh: stop them by pid file
+[ -s "$REGISTRY" ] && bash "$HERE/slurm_down.sh" "$(cat "$REGISTRY")"
+for port in "$PORT" $((PORT + 1)); do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "[slurm_up] port $port is in use; running SLURM daemons (pid: cwd):" >&2
+    for pid in $(pgrep -x 'slurmctld|slurmd'); do echo "  $pid: $(readlink "/proc/$pid/cwd")" >&2; done
+    echo "[slurm_up] stop them first (left by an earlier test: bash $HERE/slurm_down.sh" \
+         "FOLDER, the folder above log/), or set WQK_SLURM_PORT to two free ports" >&2
+    exit 1
+  fi
+done
 mkdir -p "$DIR"/{ctld,spool,log} /etc/slurm
 for f in slurm.conf gres.conf; do
   if [ -e "/etc/slurm/$f" ] && ! grep -qxF "$MARK" "/etc/slurm/$f"; then
@@ -30,6 +44,7 @@ for f in slurm.conf gres.conf; do
   fi
   { echo "$MARK"
     sed -e "s|@HOST@|$HOST|g" -e "s|@NCPU@|$NCPU|g" -e "s|@MEM@|$MEM|g" -e "s|@DIR@|$DIR|g" \
+        -e "s|@PORT@|$PORT|g" -e "s|@PORT1@|$((PORT + 1))|g" \
       "$HERE/$f.in"; } > "/etc/slurm/$f"
 done
 
@@ -48,6 +63,11 @@ slurmctld -c    # -c: no state from an earlier run (drained node, old jobs)
 slurmd
 for _ in $(seq 150); do
   [ "$(sinfo -h -n "$HOST" -o '%T' 2>/dev/null)" = idle ] && break; sleep 0.2
+done
+echo "$DIR" > "$REGISTRY"
+for daemon in slurmctld slurmd; do   # ours, not someone else's, must be the ones answering
+  kill -0 "$(cat "$DIR/$daemon.pid" 2>/dev/null)" 2>/dev/null || {
+    tail -n 30 "$DIR"/log/*.log >&2; echo "[slurm_up] $daemon did not stay up" >&2; exit 1; }
 done
 if [ "$(sinfo -h -n "$HOST" -o '%T' 2>/dev/null)" != idle ]; then
   sinfo >&2 || true

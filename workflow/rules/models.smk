@@ -28,6 +28,8 @@ rule fetch:
     benchmark:
         "benchmarks/fetch-{slug}.tsv"
     retries: 2
+    # Compute nodes of many clusters have no internet: download where Snakemake runs.
+    localrule: True
     conda:
         "../envs/wqk.yaml"
     resources:

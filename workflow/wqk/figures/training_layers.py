@@ -32,7 +32,7 @@ def draw(data: dict, dataset=None, init="default", size=None, width=DOUBLE, heig
                 ax = axes[row][col]
                 score_axis(ax, metric)
                 if row == 0:
-                    ax.set_title(f"{NAMES[objective]} ({title(df, dataset)})")
+                    ax.set_title(f"{NAMES[objective]}, {title(df, dataset)}")
                 if row == 1:
                     ax.set_xlabel("training step")
                 if g.empty:
@@ -42,4 +42,5 @@ def draw(data: dict, dataset=None, init="default", size=None, width=DOUBLE, heig
                     ax.plot(gl["step"], gl[metric], color=cmap(norm(layer)), lw=0.9)
         bar = fig.colorbar(mpl.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes, shrink=0.6, pad=0.02)
         bar.set_label("layer")
+        bar.set_ticks(range(n_layers) if n_layers <= 12 else range(0, n_layers, max(1, n_layers // 6)))
     return fig

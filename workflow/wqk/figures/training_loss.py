@@ -2,7 +2,8 @@
 
 data["losses"]: results/training/losses.csv, or the paper's wide symmetric_init_loss.csv.
 One panel per (size, dataset); default initialisation solid, symmetric dashed, in the
-objective's colour. Params objective (default bidirectional), dataset, size (default all).
+objective's colour. Params objective (default bidirectional; "all" draws both), dataset,
+size (default all), log_y.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ def draw(data: dict, objective="bidirectional", dataset=None, size=None, width=D
         from ..tables.symmetric_init import from_paper
 
         df = from_paper(df)
-    df = df[df["objective"] == objective]
+    objectives = sorted(df["objective"].unique()) if objective == "all" else [objective]
+    df = df[df["objective"].isin(objectives)]
     if dataset is not None:
         df = df[df["dataset"].astype(str) == str(dataset)]
     if size is not None:
@@ -40,14 +42,15 @@ def draw(data: dict, objective="bidirectional", dataset=None, size=None, width=D
                 ax.set_yscale("log")
             if g.empty:
                 no_data(ax, "no runs")
-            for init, ls in (("default", "-"), ("symmetric", "--")):
-                gi = g[g["init"] == init].sort_values("step")
-                if not gi.empty:
-                    ax.plot(gi["step"], gi["loss"], color=colour(objective), ls=ls, alpha=1.0 if init == "default" else 0.8,
-                            label=f"{NAMES.get(objective, objective)}, {init} init")  # fmt: skip
+            for obj in objectives:
+                for init, ls in (("default", "-"), ("symmetric", "--")):
+                    gi = g[(g["init"] == init) & (g["objective"] == obj)].sort_values("step")
+                    if not gi.empty:
+                        ax.plot(gi["step"], gi["loss"], color=colour(obj), ls=ls, label=f"{NAMES.get(obj, obj)}, {init} init")
         for ax in flat[len(panels):]:
             ax.set_visible(False)
-        handles, labels = flat[0].get_legend_handles_labels()
+        legend = {lab: h for ax in flat for h, lab in zip(*ax.get_legend_handles_labels())}
+        handles, labels = list(legend.values()), list(legend)
         if handles:
             fig.legend(handles, labels, loc="outside lower center", ncols=2)
     return fig

@@ -73,4 +73,6 @@ def build(data: dict, objective: str = "bidirectional") -> pd.DataFrame:
                      "fraction_steps_saved": fraction, "note": note})  # fmt: skip
     cols = [*KEYS, "final_loss_default", "final_loss_symmetric", "steps", "step_reaching_default",
             "fraction_steps_saved", "note"]  # fmt: skip
-    return pd.DataFrame(rows, columns=cols)
+    out = pd.DataFrame(rows, columns=cols)
+    out["step_reaching_default"] = out["step_reaching_default"].astype("Int64")
+    return out

@@ -272,8 +272,21 @@ def _resolve_device(name: str) -> str:
 
 
 def train(cfg: TrainConfig) -> dict:
-    """Train (or resume) the run in cfg.out; returns the done.json record."""
+    """Train (or resume) the run in cfg.out; returns the done.json record.
+
+    Process-wide torch settings (deterministic algorithms, thread count) are restored after."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
+    import torch
+
+    deterministic, threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
+    try:
+        return _train(cfg)
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+        torch.set_num_threads(threads)
+
+
+def _train(cfg: TrainConfig) -> dict:
     import torch
     from tqdm import tqdm
     from transformers import get_linear_schedule_with_warmup
