@@ -8,8 +8,14 @@ from ..training.corpus import NAMES
 def add_arguments(p) -> None:
     p.add_argument("--name", choices=NAMES, required=True)
     p.add_argument("--out", required=True, help="output text file")
-    p.add_argument("--jigsaw-dir", default="data/jigsaw", help="folder with Kaggle's Jigsaw train.csv")
-    p.add_argument("--max-chars", type=int, default=None, help="stop after this many characters")
+    p.add_argument(
+        "--jigsaw-dir",
+        default="data/jigsaw",
+        help="folder with Kaggle's Jigsaw train.csv",
+    )
+    p.add_argument(
+        "--max-chars", type=int, default=None, help="stop after this many characters"
+    )
 
 
 def run(args) -> int:

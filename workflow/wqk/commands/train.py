@@ -11,9 +11,18 @@ from ..training.train import INITS, OBJECTIVES, TrainConfig
 
 def add_arguments(p) -> None:
     p.add_argument("--corpus", required=True, help="text file from `wqk corpus`")
-    p.add_argument("--tokenizer", required=True, help="folder from `wqk tokenizer` (tokenizer.json)")
+    p.add_argument(
+        "--tokenizer",
+        required=True,
+        help="folder from `wqk tokenizer` (tokenizer.json)",
+    )
     p.add_argument("--objective", choices=OBJECTIVES, required=True)
-    p.add_argument("--init", choices=INITS, default="default", help="symmetric: W_q := W_k at initialisation")
+    p.add_argument(
+        "--init",
+        choices=INITS,
+        default="default",
+        help="symmetric: W_q := W_k at initialisation",
+    )
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
@@ -26,13 +35,30 @@ def add_arguments(p) -> None:
     p.add_argument("--warmup", type=int, default=100)
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--max-grad-norm", type=float, default=1.0)
-    p.add_argument("--save-every", type=int, default=100, help="checkpoint every N steps (and at 0 and the end)")
-    p.add_argument("--log-every", type=int, default=10, help="log the mean loss every N steps")
+    p.add_argument(
+        "--save-every",
+        type=int,
+        default=100,
+        help="checkpoint every N steps (and at 0 and the end)",
+    )
+    p.add_argument(
+        "--log-every", type=int, default=10, help="log the mean loss every N steps"
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--size", default="", help="size label for summaries (default L{layers}-H{hidden})")
-    p.add_argument("--dataset", default="", help="dataset label for summaries (default: corpus file stem)")
+    p.add_argument(
+        "--size",
+        default="",
+        help="size label for summaries (default L{layers}-H{hidden})",
+    )
+    p.add_argument(
+        "--dataset",
+        default="",
+        help="dataset label for summaries (default: corpus file stem)",
+    )
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: its default)")
+    p.add_argument(
+        "--threads", type=int, default=0, help="CPU threads for torch (0: its default)"
+    )
     p.add_argument("--fp16", action="store_true", help="mixed precision (CUDA only)")
     p.add_argument("--out", required=True, help="run folder")
 

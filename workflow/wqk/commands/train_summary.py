@@ -10,12 +10,36 @@ from pathlib import Path
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--runs", nargs="+", required=True, help="run folders written by `wqk train`")
-    p.add_argument("--scores", nargs="*", default=None, help="scores Parquet of the runs' checkpoints")
-    p.add_argument("--out", type=Path, required=True, help="summary CSV (e.g. results/training/summary.csv)")
-    p.add_argument("--layers-out", type=Path, help="per-layer CSV (default: layers.csv next to --out)")
-    p.add_argument("--losses-out", type=Path, help="loss-curve CSV (default: losses.csv next to --out)")
-    p.add_argument("--device", default="cpu", help="device for in-process scoring (auto, cpu, cuda)")
+    p.add_argument(
+        "--runs", nargs="+", required=True, help="run folders written by `wqk train`"
+    )
+    p.add_argument(
+        "--scores",
+        nargs="*",
+        default=None,
+        help="scores Parquet of the runs' checkpoints",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="summary CSV (e.g. results/training/summary.csv)",
+    )
+    p.add_argument(
+        "--layers-out",
+        type=Path,
+        help="per-layer CSV (default: layers.csv next to --out)",
+    )
+    p.add_argument(
+        "--losses-out",
+        type=Path,
+        help="loss-curve CSV (default: losses.csv next to --out)",
+    )
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help="device for in-process scoring (auto, cpu, cuda)",
+    )
 
 
 def run(args) -> int:

@@ -6,7 +6,10 @@ import pandas as pd
 
 from ..errors import WqkError
 
-NAMES = {"bidirectional": "encoder (bidirectional)", "autoregressive": "decoder (autoregressive)"}
+NAMES = {
+    "bidirectional": "encoder (bidirectional)",
+    "autoregressive": "decoder (autoregressive)",
+}
 
 
 def select(df: pd.DataFrame, dataset=None, init="default", size=None) -> pd.DataFrame:
@@ -14,7 +17,9 @@ def select(df: pd.DataFrame, dataset=None, init="default", size=None) -> pd.Data
     if dataset is None:
         found = sorted(df["dataset"].astype(str).unique())
         if len(found) > 1:
-            raise WqkError(f"several datasets ({', '.join(found)}): pick one with --param dataset=NAME")
+            raise WqkError(
+                f"several datasets ({', '.join(found)}): pick one with --param dataset=NAME"
+            )
     else:
         df = df[df["dataset"].astype(str) == str(dataset)]
     if init not in (None, "all"):
@@ -25,5 +30,9 @@ def select(df: pd.DataFrame, dataset=None, init="default", size=None) -> pd.Data
 
 
 def title(df: pd.DataFrame, dataset=None) -> str:
-    names = sorted(df["dataset"].astype(str).unique()) if dataset is None else [str(dataset)]
+    names = (
+        sorted(df["dataset"].astype(str).unique())
+        if dataset is None
+        else [str(dataset)]
+    )
     return ", ".join(names) or "no runs"

@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import math
 
-from . import DOUBLE, colour, new_figure, no_data, style
 from ..tables.symmetric_init import load  # noqa: F401  (`wqk figure` reads inputs through it)
+from . import DOUBLE, colour, new_figure, no_data, style
 from ._training import NAMES
 
 
-def draw(data: dict, objective="bidirectional", dataset=None, size=None, width=DOUBLE, height=2.4, log_y=False):
+def draw(
+    data: dict,
+    objective="bidirectional",
+    dataset=None,
+    size=None,
+    width=DOUBLE,
+    height=2.4,
+    log_y=False,
+):
     df = data["losses"]
     if "step" not in df.columns:
         from ..tables.symmetric_init import from_paper
@@ -27,7 +35,9 @@ def draw(data: dict, objective="bidirectional", dataset=None, size=None, width=D
         df = df[df["dataset"].astype(str) == str(dataset)]
     if size is not None:
         df = df[df["size"].astype(str) == str(size)]
-    panels = sorted({(str(s), str(d)) for s, d in zip(df["size"], df["dataset"])}) or [("", "")]
+    panels = sorted({(str(s), str(d)) for s, d in zip(df["size"], df["dataset"])}) or [
+        ("", "")
+    ]
     ncols = min(len(panels), 3)
     nrows = math.ceil(len(panels) / ncols)
     with style():
@@ -44,12 +54,22 @@ def draw(data: dict, objective="bidirectional", dataset=None, size=None, width=D
                 no_data(ax, "no runs")
             for obj in objectives:
                 for init, ls in (("default", "-"), ("symmetric", "--")):
-                    gi = g[(g["init"] == init) & (g["objective"] == obj)].sort_values("step")
+                    gi = g[(g["init"] == init) & (g["objective"] == obj)].sort_values(
+                        "step"
+                    )
                     if not gi.empty:
-                        ax.plot(gi["step"], gi["loss"], color=colour(obj), ls=ls, label=f"{NAMES.get(obj, obj)}, {init} init")
-        for ax in flat[len(panels):]:
+                        ax.plot(
+                            gi["step"],
+                            gi["loss"],
+                            color=colour(obj),
+                            ls=ls,
+                            label=f"{NAMES.get(obj, obj)}, {init} init",
+                        )
+        for ax in flat[len(panels) :]:
             ax.set_visible(False)
-        legend = {lab: h for ax in flat for h, lab in zip(*ax.get_legend_handles_labels())}
+        legend = {
+            lab: h for ax in flat for h, lab in zip(*ax.get_legend_handles_labels())
+        }
         handles, labels = list(legend.values()), list(legend)
         if handles:
             fig.legend(handles, labels, loc="outside lower center", ncols=2)

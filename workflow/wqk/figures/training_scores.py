@@ -28,14 +28,33 @@ def draw(data: dict, dataset=None, init="default", size=None, width=DOUBLE, heig
                 no_data(ax, "no runs")
             for objective in OBJECTIVE_ORDER:
                 for i, s in enumerate(sizes):
-                    g = df[(df["objective"] == objective) & (df["size"].astype(str) == s)].sort_values("step")
+                    g = df[
+                        (df["objective"] == objective) & (df["size"].astype(str) == s)
+                    ].sort_values("step")
                     if g.empty:
                         continue
                     c = colour(objective)
-                    name = NAMES.get(objective, objective) + (f", {s}" if len(sizes) > 1 else "")
-                    ax.plot(g["step"], g[f"{metric}_median"], color=c, ls=LINESTYLES[i % 4], label=name)
-                    ax.fill_between(g["step"], g[f"{metric}_q25"], g[f"{metric}_q75"], color=c, alpha=0.2, lw=0)
+                    name = NAMES.get(objective, objective) + (
+                        f", {s}" if len(sizes) > 1 else ""
+                    )
+                    ax.plot(
+                        g["step"],
+                        g[f"{metric}_median"],
+                        color=c,
+                        ls=LINESTYLES[i % 4],
+                        label=name,
+                    )
+                    ax.fill_between(
+                        g["step"],
+                        g[f"{metric}_q25"],
+                        g[f"{metric}_q75"],
+                        color=c,
+                        alpha=0.2,
+                        lw=0,
+                    )
         handles, labels = axes[0][0].get_legend_handles_labels()
         if handles:
-            fig.legend(handles, labels, loc="outside lower center", ncols=min(len(handles), 4))
+            fig.legend(
+                handles, labels, loc="outside lower center", ncols=min(len(handles), 4)
+            )
     return fig

@@ -33,10 +33,20 @@ def train_wordpiece(corpus: str | os.PathLike, vocab_size: int):
     fixes their numbers; the tokenizer is then rebuilt from the vocabulary with only the
     five real special tokens.
     """
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
 
     corpus = Path(corpus)
-    normalizer = normalizers.BertNormalizer(lowercase=True, clean_text=True, handle_chinese_chars=True)
+    normalizer = normalizers.BertNormalizer(
+        lowercase=True, clean_text=True, handle_chinese_chars=True
+    )
     chars: set[str] = set()
     for p in _paragraphs(corpus):
         chars.update(normalizer.normalize_str(p))
@@ -46,19 +56,27 @@ def train_wordpiece(corpus: str | os.PathLike, vocab_size: int):
     draft.normalizer = normalizer
     draft.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS + continuations, show_progress=False
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS + continuations,
+        show_progress=False,
     )
     draft.train_from_iterator(_paragraphs(corpus), trainer=trainer)
     vocab = draft.get_vocab(with_added_tokens=True)
 
-    tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True, clean_text=True, handle_chinese_chars=True)
+    tok = Tokenizer(
+        models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##")
+    )
+    tok.normalizer = normalizers.BertNormalizer(
+        lowercase=True, clean_text=True, handle_chinese_chars=True
+    )
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece(prefix="##")
     tok.add_special_tokens(SPECIAL_TOKENS)
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)],
     )
     return tok
 
@@ -90,7 +108,12 @@ def pretrained(name: str):
         ) from e
 
 
-def build(out: str | os.PathLike, corpus: str | None = None, vocab_size: int = 8000, pretrained_name: str | None = None) -> Path:
+def build(
+    out: str | os.PathLike,
+    corpus: str | None = None,
+    vocab_size: int = 8000,
+    pretrained_name: str | None = None,
+) -> Path:
     """Write the tokenizer folder (tokenizer.json + tokenizer_config.json ...) atomically."""
     out = Path(out)
     if pretrained_name:
@@ -105,7 +128,9 @@ def build(out: str | os.PathLike, corpus: str | None = None, vocab_size: int = 8
     try:
         fast.save_pretrained(tmp)
         if not (tmp / "tokenizer.json").is_file():
-            raise SourceUnavailable(f"tokenizer {pretrained_name or corpus}: no fast tokenizer (tokenizer.json)")
+            raise SourceUnavailable(
+                f"tokenizer {pretrained_name or corpus}: no fast tokenizer (tokenizer.json)"
+            )
         shutil.rmtree(out, ignore_errors=True)
         os.replace(tmp, out)
     finally:
@@ -119,7 +144,9 @@ def load(folder: str | os.PathLike):
 
     path = Path(folder) / "tokenizer.json"
     if not path.is_file():
-        raise SourceUnavailable(f"no tokenizer.json in {folder}; build it with `wqk tokenizer --out {folder}`")
+        raise SourceUnavailable(
+            f"no tokenizer.json in {folder}; build it with `wqk tokenizer --out {folder}`"
+        )
     tok = Tokenizer.from_file(str(path))
     tok.no_padding()
     tok.no_truncation()
