@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import numpy as np
@@ -21,11 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def paper_file(name: str) -> Path:
-    """The paper's CSVs: $WQK_PAPER_DIR, the repository's copy (config/paper), or the shared folder."""
-    for folder in (os.environ.get("WQK_PAPER_DIR"), ROOT / "config" / "paper", "/work/shared/paper"):
-        if folder and (Path(folder) / name).is_file():
-            return Path(folder) / name
-    return Path("/work/shared/paper") / name
+    """The paper's CSVs, copied into the project from the authors' repository."""
+    return ROOT / "config" / "paper" / name
 
 
 STATS = [f"{m}_{s}" for m in ("symmetry", "directionality") for s in ("median", "q25", "q75")]
@@ -36,7 +32,6 @@ def sha(path) -> str:
 
 
 # ------------------------------------------------------------------ the paper's statistic
-@pytest.mark.skipif(not (paper_file("published_layer_scores.csv")).is_file(), reason="paper data not available")
 def test_layer_quartiles_reproduce_published_scores():
     layers = pd.read_csv(paper_file("published_layer_scores.csv"))
     published = pd.read_csv(paper_file("published_scores.csv"))
@@ -286,7 +281,6 @@ def paper_rows():
     )  # fmt: skip
 
 
-@pytest.mark.skipif(not (paper_file("published_scores.csv")).is_file(), reason="paper data not available")
 def test_validation_flags_and_causes(tmp_path):
     models = paper_rows()
     published = pd.read_csv(paper_file("published_scores.csv"))

@@ -19,8 +19,8 @@ from wqk.errors import SourceUnavailable, WqkError
 from wqk.training import corpus, summary, tokenizer
 from wqk.training.train import TrainConfig, build_model, complete_checkpoints, train
 
-PAPER = Path("/work/shared/paper")
 ROOT = Path(__file__).resolve().parents[1]
+PAPER = ROOT / "config" / "paper"  # facts from the authors' repository, copied into the project
 
 # A model small enough to train in seconds on 2 cores.
 TINY = {

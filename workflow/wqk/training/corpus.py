@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from ..atomic import atomic_path
 from ..errors import SourceUnavailable
 
 NAMES = ("shakespeare", "pydoc", "wikipedia", "redpajama", "jigsaw")
@@ -140,11 +141,8 @@ def write_corpus(
     docs: Iterable[str], out: str | os.PathLike, max_chars: int | None = None
 ) -> int:
     """Documents separated by blank lines, written atomically; stops after max_chars."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
     n = 0
-    try:
+    with atomic_path(out) as tmp:
         with open(tmp, "w", encoding="utf-8", newline="\n") as f:
             for doc in docs:
                 if not doc.strip():
@@ -156,7 +154,4 @@ def write_corpus(
                 n += len(piece)
                 if max_chars is not None and n >= max_chars:
                     break
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
     return n

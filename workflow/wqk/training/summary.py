@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..atomic import atomic_path
 from ..errors import WqkError
 
 META = ["run", "size", "objective", "init", "dataset"]
@@ -167,12 +168,6 @@ def summarize(
 
 
 def write_csv(df: pd.DataFrame, out: str | os.PathLike) -> Path:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    try:
+    with atomic_path(out) as tmp:
         df.to_csv(tmp, index=False, lineterminator="\n")
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return out
+    return Path(out)

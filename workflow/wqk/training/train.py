@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..atomic import write_text
 from ..errors import WqkError
 
 if TYPE_CHECKING:
@@ -281,9 +282,7 @@ def _sha256(path: Path) -> str:
 
 
 def _write_json(path: Path, obj) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
 def _run_record(cfg: TrainConfig) -> dict:
