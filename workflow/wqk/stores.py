@@ -120,7 +120,26 @@ def read_safetensors_header(path: Path) -> dict:
     return header
 
 
-class SafetensorsStore:
+class _FileStore:
+    """What every store over weight files shares: the name -> file map and the files' hash."""
+
+    files: list[Path]
+    _where: dict[str, Path]
+    _fingerprint: str | None = None
+
+    def names(self) -> list[str]:
+        return sorted(self._where)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._where
+
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = sha256_files(self.files)
+        return self._fingerprint
+
+
+class SafetensorsStore(_FileStore):
     """One or more .safetensors files (shards); tensors read lazily with safe_open.
 
     weight_map (tensor -> file, from model.safetensors.index.json) decides which shard
@@ -130,7 +149,6 @@ class SafetensorsStore:
     def __init__(self, files: list[Path], weight_map: dict[str, Path] | None = None):
         self.files = [Path(f) for f in files]
         self._where: dict[str, Path] = {}
-        self._fingerprint: str | None = None
         headers = {f: read_safetensors_header(f) for f in self.files}
         if weight_map is not None:
             for name, f in weight_map.items():
@@ -155,12 +173,6 @@ class SafetensorsStore:
                         )
                     self._where[name] = f
 
-    def names(self) -> list[str]:
-        return sorted(self._where)
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._where
-
     def get(self, name: str) -> torch.Tensor:
         f = self._where.get(name)
         if f is None:
@@ -172,13 +184,8 @@ class SafetensorsStore:
             raise CorruptCheckpoint(f"{f}: cannot read tensor {name!r} ({e}); re-download the file") from None
         return t.to(torch.float32)
 
-    def fingerprint(self) -> str:
-        if self._fingerprint is None:
-            self._fingerprint = sha256_files(self.files)
-        return self._fingerprint
 
-
-class TorchBinStore:
+class TorchBinStore(_FileStore):
     """pytorch_model.bin files (zip format), loaded memory-mapped with weights_only=True:
     the pickle is read at open time, tensor bytes only when a tensor is converted."""
 
@@ -186,7 +193,6 @@ class TorchBinStore:
         self.files = [Path(f) for f in files]
         self._sd: dict[Path, dict[str, torch.Tensor]] = {f: _torch_load(f) for f in self.files}
         self._where: dict[str, Path] = {}
-        self._fingerprint: str | None = None
         if weight_map is not None:
             for name, f in weight_map.items():
                 f = Path(f)
@@ -200,22 +206,11 @@ class TorchBinStore:
                 for name in sd:
                     self._where.setdefault(name, f)
 
-    def names(self) -> list[str]:
-        return sorted(self._where)
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._where
-
     def get(self, name: str) -> torch.Tensor:
         f = self._where.get(name)
         if f is None:
             raise _missing(name, self.files, len(self._where))
         return self._sd[f][name].detach().to(torch.float32)
-
-    def fingerprint(self) -> str:
-        if self._fingerprint is None:
-            self._fingerprint = sha256_files(self.files)
-        return self._fingerprint
 
 
 def _torch_load(path: Path) -> dict[str, torch.Tensor]:
