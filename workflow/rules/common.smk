@@ -19,6 +19,11 @@ from snakemake.exceptions import WorkflowError
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 from wqk import slug as model_slug  # noqa: E402
 
+# Rules call the `wqk` command: find it beside the Python that runs Snakemake, so that
+# `.venv/bin/snakemake` works without activating the venv (a conda env, when used,
+# still comes first: its activation prepends its own bin folder).
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+
 SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
 STACKS = ("encoder", "decoder", "cross")
 # Long name of each training objective in run names, as the paper names its runs.

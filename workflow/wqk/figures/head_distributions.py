@@ -59,7 +59,8 @@ def draw(data: dict, stacks: str = "encoder,decoder", max_points: int = 300, wid
                     x + jitter, pts, s=2, lw=0.4, alpha=0.35, zorder=0,
                     facecolors="none" if synthetic else c, edgecolors=c,
                 )  # fmt: skip
-            ax.set_xticks(range(len(keys)), [f"{m}\n(synthetic)" if s else m for m, _, s in keys])
+            ax.set_xticks(range(len(keys)), [f"{m} (synthetic)" if s else m for m, _, s in keys],
+                          rotation=30, ha="right", rotation_mode="anchor")  # fmt: skip
             ax.set_xlim(-0.6, len(keys) - 0.4)
         present = sorted(
             {(o, s) for _, o, s in keys},
