@@ -447,7 +447,7 @@ def _m2f_build():
 
 
 def _m2f_modules(s, i):
-    if s == "cross":  # nn.MultiheadAttention, sequence-first: its fused in_proj is checked in test_mask2former_cross_in_proj
+    if s == "cross":  # torch nn.MultiheadAttention: checked against its own weights in test_mask2former_cross_in_proj
         return None
     if s == "decoder":
         return tuple(f"transformer_module.decoder.layers.{i}.self_attn.{p}_proj" for p in "qk")
@@ -594,3 +594,25 @@ def test_causal_decoders_are_masked(observed_cases):
     _, _, observed = observed_cases("bart")
     logits = observed[("decoder", 0)].logits
     assert bool((logits[..., 0, 1:] < -1e3).all()) and bool((logits.tril() > -1e3).all())
+
+
+def test_mask2former_cross_in_proj(tmp_path):
+    """Mask2Former's cross-attention is torch's nn.MultiheadAttention (fused in_proj, [q|k|v]
+    row blocks): its own per-head attention weights must equal softmax of our logits."""
+    model = _m2f_build().eval()
+    model.save_pretrained(tmp_path)
+    cross = [b for b in adapter_blocks(open_checkpoint(str(tmp_path))) if b.stack == "cross"]
+    assert [b.layer for b in cross] == [0, 1]
+    g = torch.Generator().manual_seed(0)
+    for b in cross:
+        attn = model.get_submodule(f"transformer_module.decoder.layers.{b.layer}.cross_attn")
+        torch.nn.init.zeros_(attn.in_proj_bias)
+        xq = torch.randn(5, 2, attn.embed_dim, generator=g)  # sequence-first: [L, B, d]
+        xk = torch.randn(7, 2, attn.embed_dim, generator=g)
+        with torch.no_grad():
+            _, weights = attn(xq, xk, xk, need_weights=True, average_attn_weights=False)  # [B, H, Lq, Lk]
+        k = b.q.shape[2]
+        ours = torch.einsum("qbd,hde,hfe,kbf->bhqk", xq, b.q, b.k_per_query_head(), xk) / math.sqrt(k)
+        torch.testing.assert_close(ours.softmax(-1), weights, rtol=1e-4, atol=1e-5)
+        swapped = torch.einsum("qbd,hde,hfe,kbf->bhqk", xq, b.k_per_query_head(), b.q, xk) / math.sqrt(k)
+        assert not torch.allclose(swapped.softmax(-1), weights, atol=1e-3)  # the check has teeth

@@ -270,6 +270,7 @@ def get_train_settings(wildcards):
         f"--batch-size {t['batch_size']} --grad-accum {t['grad_accum']} --steps {t['steps']}",
         f"--lr {t['lr']} --warmup {t['warmup']} --weight-decay {t['weight_decay']}",
         f"--save-every {t['save_every']} --log-every {t['log_every']} --seed {t['seed']}",
+        f"--threads {t['threads']}",
     ]
     if t["fp16"]:
         flags.append("--fp16")

@@ -74,7 +74,7 @@ rule train:
         "benchmarks/train-{run}.tsv"
     conda:
         "../envs/wqk.yaml"
-    threads: 2
+    threads: TRAINING.get("threads", 2)
     resources:
         mem_mb=16000,
         runtime=2880,
