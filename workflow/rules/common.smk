@@ -20,9 +20,8 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 from wqk import slug as model_slug  # noqa: E402
 
 # Rules call the `wqk` command: find it beside the Python that runs Snakemake, so that
-# `.venv/bin/snakemake` works without activating the venv (a conda env, when used,
-# still comes first: its activation prepends its own bin folder).
-os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+# `.venv/bin/snakemake` works without activating the venv.
+shell.prefix(f'set -euo pipefail; PATH="{Path(sys.executable).parent}:$PATH"; ')
 
 SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
 STACKS = ("encoder", "decoder", "cross")
