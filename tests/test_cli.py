@@ -26,7 +26,7 @@ def test_minilm_is_clearly_symmetric_in_every_layer(minilm_scores):
     heads = minilm_scores[minilm_scores["scope"] == "head"]
     assert len(heads) == 6 * 12 and heads["reason"].isna().all()
     assert not minilm_scores["synthetic"].any()
-    assert minilm_scores["provenance"].iloc[0].startswith("sha256:")
+    assert minilm_scores["provenance"].iloc[0].startswith("xxh3:")
 
 
 def test_whisper_ct2_three_stacks(tmp_path, capsys):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import hashlib
 import json
 import struct
 import sys
@@ -13,11 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import save_file
-
 import wqk.ct2
+import xxhash
+from safetensors.torch import save_file
 from wqk.ct2 import Ct2File, Ct2WhisperStore
-from wqk.errors import CorruptCheckpoint, MissingTensor, SourceUnavailable, UnsupportedModelType
+from wqk.errors import (
+    CorruptCheckpoint,
+    MissingTensor,
+    SourceUnavailable,
+    UnsupportedModelType,
+)
 from wqk.sources import open_checkpoint
 
 CONFIG = {"model_type": "bert", "hidden_size": 8, "num_attention_heads": 2}
@@ -49,11 +53,11 @@ def _assert_roundtrip(ckpt, tensors):
         assert torch.equal(got, t.to(torch.float32)), n
 
 
-def _sha16(*files):
-    h = hashlib.sha256()
+def _xxh3(*files):
+    h = xxhash.xxh3_128()
     for f in files:
         h.update(Path(f).read_bytes())
-    return h.hexdigest()[:16]
+    return h.hexdigest()
 
 
 # --- local folders --------------------------------------------------------------------------
@@ -68,7 +72,7 @@ def test_single_safetensors_roundtrip_and_fingerprint(tmp_path):
     _assert_roundtrip(ckpt, t)
     assert "encoder.layer.0.attention.self.query.weight" in ckpt.store
     assert ckpt.revision is None
-    assert ckpt.provenance() == "sha256:" + _sha16(d / "model.safetensors")
+    assert ckpt.provenance() == "xxh3:" + _xxh3(d / "model.safetensors")
     assert ckpt.store.fingerprint() == ckpt.store.fingerprint()
     # a different file gives a different fingerprint
     d2 = _folder(tmp_path, "m2")
@@ -90,7 +94,7 @@ def test_sharded_safetensors_uses_index_weight_map(tmp_path):
     ckpt = open_checkpoint(str(d))
     assert torch.equal(ckpt.store.get("dup"), torch.ones(3))  # the index decides, not file order
     _assert_roundtrip(ckpt, t | {"dup": torch.ones(3)})
-    assert ckpt.store.fingerprint() == _sha16(*sorted(d.glob("*.safetensors")))
+    assert ckpt.store.fingerprint() == _xxh3(*sorted(d.glob("*.safetensors")))
 
 
 def test_index_listing_a_missing_shard_is_corrupt(tmp_path):
@@ -387,7 +391,7 @@ def test_ct2_synthetic_mapping_alias_and_int8(tmp_path):
         s.get("model.decoder.layers.0.encoder_attn.q_proj.weight").numpy(), q8 / scale, rtol=1e-6
     )
     assert np.array_equal(s.get("decoder/projection/weight").numpy(), v["decoder/embeddings/weight"])
-    assert s.fingerprint() == _sha16(d / "model.bin")
+    assert s.fingerprint() == _xxh3(d / "model.bin")
 
 
 def test_ct2_heads_from_config_or_error(tmp_path):

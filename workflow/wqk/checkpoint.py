@@ -40,4 +40,4 @@ class Checkpoint:
 
     def provenance(self) -> str:
         """Revision when known, else a hash of the weight files."""
-        return self.revision or f"sha256:{self.store.fingerprint()}"
+        return self.revision or f"xxh3:{self.store.fingerprint()}"

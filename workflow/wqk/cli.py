@@ -7,6 +7,7 @@ this file only dispatches, so modules import (torch, transformers) only when use
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib
 import logging
 import sys
@@ -31,6 +32,18 @@ COMMANDS = {
 }
 
 
+def _reuse_freed_memory() -> None:
+    """Scoring allocates and frees the same large tensors once per layer. glibc hands each
+    one back to the kernel (mmap) and the next layer page-faults it in afresh: a third of
+    the run time on CPU. Keep freed memory in the heap instead (glibc only)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return
+    libc.mallopt(-4, 0)  # M_MMAP_MAX: serve large blocks from the heap
+    libc.mallopt(-1, 2**31 - 1)  # M_TRIM_THRESHOLD: do not shrink the heap after each free
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wqk", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -44,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             modules[name] = importlib.import_module(module)
             modules[name].add_arguments(p)
     args = parser.parse_args(argv)
+    _reuse_freed_memory()
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from .errors import CorruptCheckpoint, MissingTensor, UnsupportedModelType
-from .stores import sha256_files
+from .stores import hash_files
 
 # CTranslate2 DataType ids (include/ctranslate2/types.h).
 _DTYPES = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16, 5: "bfloat16"}
@@ -320,5 +320,5 @@ class Ct2WhisperStore:
 
     def fingerprint(self) -> str:
         if self._fingerprint is None:
-            self._fingerprint = sha256_files([self.path])
+            self._fingerprint = hash_files([self.path])
         return self._fingerprint

@@ -6,12 +6,12 @@ at open time with CorruptCheckpoint naming the file, not halfway through an extr
 
 from __future__ import annotations
 
-import hashlib
 import json
 import struct
 from pathlib import Path
 
 import torch
+import xxhash
 from safetensors import safe_open
 
 from .errors import CorruptCheckpoint, MissingTensor
@@ -25,14 +25,17 @@ _ST_ITEMSIZE = {
 }  # fmt: skip
 
 
-def sha256_files(files: list[Path]) -> str:
-    """Short sha256 over the files' bytes in the given order, streamed in 16 MiB chunks."""
-    h = hashlib.sha256()
+def hash_files(files: list[Path]) -> str:
+    """xxh3-128 over the files' bytes in the given order, streamed in 16 MiB chunks.
+
+    Provenance, not security: xxh3 reads a 2 GB checkpoint in ~0.3 s where sha256 takes 1.5 s.
+    """
+    h = xxhash.xxh3_128()
     for f in files:
         with open(f, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 24), b""):
                 h.update(chunk)
-    return h.hexdigest()[:16]
+    return h.hexdigest()
 
 
 def _missing(name: str, files: list[Path], n: int) -> MissingTensor:
@@ -62,11 +65,11 @@ class DictStore:
         return self._t[name].detach().to(torch.float32)
 
     def fingerprint(self) -> str:
-        h = hashlib.sha256()
+        h = xxhash.xxh3_128()
         for n in self.names():
             h.update(n.encode())
             h.update(self._t[n].detach().to(torch.float32).contiguous().numpy().tobytes())
-        return h.hexdigest()[:16]
+        return h.hexdigest()
 
 
 def read_safetensors_header(path: Path) -> dict:
@@ -135,7 +138,7 @@ class _FileStore:
 
     def fingerprint(self) -> str:
         if self._fingerprint is None:
-            self._fingerprint = sha256_files(self.files)
+            self._fingerprint = hash_files(self.files)
         return self._fingerprint
 
 
