@@ -616,3 +616,20 @@ def test_mask2former_cross_in_proj(tmp_path):
         torch.testing.assert_close(ours.softmax(-1), weights, rtol=1e-4, atol=1e-5)
         swapped = torch.einsum("qbd,hde,hfe,kbf->bhqk", xq, b.k_per_query_head(), b.q, xk) / math.sqrt(k)
         assert not torch.allclose(swapped.softmax(-1), weights, atol=1e-3)  # the check has teeth
+
+
+def test_musicgen_decoder_alone_matches_the_composite(tmp_path):
+    """A MusicGen decoder saved on its own (model_type musicgen_decoder) yields the same
+    decoder and cross blocks as the full model, whose blocks are checked against its logits."""
+    torch.manual_seed(0)
+    model = _musicgen_build().eval()
+    model.save_pretrained(tmp_path / "full")
+    model.decoder.save_pretrained(tmp_path / "decoder")
+    alone = open_checkpoint(str(tmp_path / "decoder"))
+    assert alone.model_type == "musicgen_decoder"
+    full = [b for b in adapter_blocks(open_checkpoint(str(tmp_path / "full"))) if b.stack != "encoder"]
+    part = list(adapter_blocks(alone))
+    assert [(b.stack, b.layer) for b in part] == [(b.stack, b.layer) for b in full]
+    for a, b in zip(part, full):
+        torch.testing.assert_close(a.q, b.q)
+        torch.testing.assert_close(a.k, b.k)
