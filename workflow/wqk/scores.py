@@ -37,11 +37,10 @@ def _excess(norms: torch.Tensor, n_std: float) -> torch.Tensor:
 
 
 def _finish(fro2, sym_num, row_norms, col_norms, n_std, square: bool) -> dict:
-    """Scores from the reduced quantities; every argument has the same leading (batch) dims,
-    flattened here in row-major order."""
-    fro2, sym_num = fro2.reshape(-1).double(), sym_num.reshape(-1).double()
-    e_r = _excess(row_norms.reshape(len(fro2), -1), n_std).double()
-    e_c = _excess(col_norms.reshape(len(fro2), -1), n_std).double()
+    """Scores from the reduced quantities of a batch: fro2, sym_num [B]; norms [B, n]."""
+    fro2, sym_num = fro2.double(), sym_num.double()
+    e_r = _excess(row_norms, n_std).double()
+    e_c = _excess(col_norms, n_std).double()
     total = e_r + e_c
     directionality = torch.where(total > 0, (e_r - e_c) / torch.where(total > 0, total, 1), 0.0)
     if square:
@@ -67,7 +66,7 @@ def _finish(fro2, sym_num, row_norms, col_norms, n_std, square: bool) -> dict:
 
 
 def _nonfinite(t: torch.Tensor) -> torch.Tensor:
-    """Per matrix of a [..., m, n] batch: does it hold a NaN or an Inf?
+    """Per matrix of a [B, m, n] batch: does it hold a NaN or an Inf?
 
     A finite sum proves every entry finite (NaN and Inf propagate), at a tenth of the cost
     of an elementwise test; only a non-finite sum (or an overflow) takes the exact test.
@@ -77,7 +76,7 @@ def _nonfinite(t: torch.Tensor) -> torch.Tensor:
 
 
 def _flag_nonfinite(out: dict, bad: torch.Tensor) -> dict:
-    for i in torch.nonzero(bad.reshape(-1)).flatten().tolist():
+    for i in torch.nonzero(bad).flatten().tolist():
         for f in FIELDS:
             out[f][i] = np.nan
         out["reason"][i] = "non-finite weights (NaN or Inf) in W_q or W_k"
@@ -90,7 +89,7 @@ def _finite(t: torch.Tensor, bad: torch.Tensor) -> torch.Tensor:
 
 
 def score_dense(M: torch.Tensor, n_std: float = 2.0) -> dict:
-    """Scores of explicit matrices M: [..., d_q, d_k] (one [d_q, d_k] or any batch of them)."""
+    """Scores of explicit matrices M: [B, d_q, d_k] (or one [d_q, d_k])."""
     if M.ndim == 2:
         M = M[None]
     bad = _nonfinite(M)
@@ -102,15 +101,12 @@ def score_dense(M: torch.Tensor, n_std: float = 2.0) -> dict:
 
 
 def score_factors(Q: torch.Tensor, K: torch.Tensor, n_std: float = 2.0) -> dict:
-    """Scores of M = Q K^T without forming M. Q: [..., d_q, w], K: [..., d_k, w]; leading
-    dims broadcast (e.g. Q [n_kv, group, d, k] against K [n_kv, 1, d, k] for GQA heads)
-    and results come back flattened over them in row-major order."""
+    """Scores of M_b = Q_b K_b^T without forming M. Q: [B, d_q, w], K: [B, d_k, w]."""
     if Q.ndim == 2:
         Q, K = Q[None], K[None]
     bad_q, bad_k = _nonfinite(Q), _nonfinite(K)
     Q, K = _finite(Q, bad_q), _finite(K, bad_k)
     bad = bad_q | bad_k
-    lead = bad.shape
     square = Q.shape[-2] == K.shape[-2]
     gram_q = Q.transpose(-1, -2) @ Q
     gram_k = K.transpose(-1, -2) @ K
@@ -122,8 +118,6 @@ def score_factors(Q: torch.Tensor, K: torch.Tensor, n_std: float = 2.0) -> dict:
         sym_num = fro2
     row2 = ((Q @ gram_k) * Q).sum(-1).clamp_min(0)
     col2 = ((K @ gram_q) * K).sum(-1).clamp_min(0)
-    fro2, sym_num = fro2.expand(lead), sym_num.expand(lead)
-    row2, col2 = row2.expand(*lead, row2.shape[-1]), col2.expand(*lead, col2.shape[-1])
     return _flag_nonfinite(_finish(fro2, sym_num, row2.sqrt(), col2.sqrt(), n_std, square), bad)
 
 
