@@ -3,8 +3,10 @@
     python benchmarks/bench_score_llama.py [--hidden 4096 --layers 8 --heads 32 --kv-heads 8]
 
 Builds the checkpoint once (float32 safetensors, small MLP; about 1.8 GB at the default
-size) under --workdir, then runs each method in its own process and reports wall time and
-peak RSS (from wait4) of each, their ratios, and whether both give the same per-layer scores.
+size) under --workdir, then runs each method --repeats times in its own process, the two
+interleaved, and reports wall time (best and median) and peak RSS (from wait4) of each,
+their ratios, and whether both give the same per-layer scores. On a shared machine the
+best run is the steadier estimate; the median shows how much the load moved.
 
 naive: AutoModel.from_pretrained in float32, then per layer the dense M = W_q^T W_k with
        key heads repeated to query heads, scored from M.
@@ -99,7 +101,7 @@ def main():
     ap.add_argument("--kv-heads", type=int, default=8)
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--mlp", type=int, default=256)
-    ap.add_argument("--repeats", type=int, default=2, help="runs of each method; the best is reported")
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each method, interleaved")
     ap.add_argument("--naive-worker", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args()
     folder = a.workdir / f"llama-h{a.hidden}-l{a.layers}-q{a.heads}-kv{a.kv_heads}"
@@ -109,7 +111,7 @@ def main():
     size = (folder / "model.safetensors").stat().st_size / 1e9
     print(f"checkpoint: {folder} ({size:.2f} GB)")
     naive_json, ours_pq = a.workdir / "naive.json", a.workdir / "wqk.parquet"
-    wqk = [sys.executable, "-m", "wqk.cli", "score", str(folder), "--out", str(ours_pq), "--device", "cpu", "--quiet"]
+    wqk = [sys.executable, "-m", "wqk.cli", "score", str(folder), "--out", str(ours_pq), "--device", "cpu"]
     runs = {"naive": [], "wqk": []}
     for _ in range(a.repeats):  # interleaved, so that background load hits both alike
         runs["naive"].append(measure([sys.executable, __file__, "--workdir", str(a.workdir), "--hidden", str(a.hidden),
@@ -117,9 +119,12 @@ def main():
                                       "--naive-worker", str(naive_json)]))  # fmt: skip
         runs["wqk"].append(measure(wqk))
     best = {m: (min(w for w, _ in r), max(m_ for _, m_ in r)) for m, r in runs.items()}
+    median = {m: float(np.median([w for w, _ in r])) for m, r in runs.items()}
     for m, (w, rss) in best.items():
-        print(f"{m:6s} wall {w:6.2f} s (runs: {', '.join(f'{x:.2f}' for x, _ in runs[m])})  peak RSS {rss:.2f} GB")
-    print(f"speed-up (naive / wqk wall): {best['naive'][0] / best['wqk'][0]:.2f}x")
+        print(f"{m:6s} wall best {w:6.2f} s, median {median[m]:6.2f} s (runs: {', '.join(f'{x:.2f}' for x, _ in runs[m])})"
+              f"  peak RSS {rss:.2f} GB")  # fmt: skip
+    print(f"speed-up (naive / wqk wall): {best['naive'][0] / best['wqk'][0]:.2f}x best to best, "
+          f"{median['naive'] / median['wqk']:.2f}x median to median")  # fmt: skip
     print(f"memory ratio (wqk / naive peak RSS): {best['wqk'][1] / best['naive'][1]:.2f}")
 
     import pandas as pd

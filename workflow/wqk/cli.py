@@ -10,6 +10,7 @@ import argparse
 import ctypes
 import importlib
 import logging
+import os
 import sys
 
 from .errors import WqkError
@@ -69,5 +70,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def entry() -> None:
+    """The console script: main(), then exit without the interpreter's teardown.
+
+    Tearing down torch's modules at exit takes about 0.4 s, a tenth of scoring a 2 GB
+    model. Every output is written and closed by then; stdio and logging are flushed here.
+    """
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

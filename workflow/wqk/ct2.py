@@ -20,13 +20,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .digest import hash_files
 from .errors import CorruptCheckpoint, MissingTensor, UnsupportedModelType
-from .stores import hash_files
+from .layout import CT2_VERSIONS
 
 # CTranslate2 DataType ids (include/ctranslate2/types.h).
 _DTYPES = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16, 5: "bfloat16"}
 _OLD_ITEM_SIZE = {4: 0, 2: 2, 1: 1}  # binary version < 4 stored only the item size
-_SUPPORTED_VERSIONS = range(2, 7)
 
 
 @dataclass(frozen=True)
@@ -50,17 +50,17 @@ class Ct2File:
     aliases: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, path: str | Path) -> "Ct2File":
+    def open(cls, path: str | Path) -> Ct2File:
         path = Path(path)
         size = path.stat().st_size
         # Unbuffered: every seek skips the data for real instead of refilling a buffer.
         with open(path, "rb", buffering=0) as fh:
             r = _Reader(fh, path, size)
             version = r.u32()
-            if version not in _SUPPORTED_VERSIONS:
+            if version not in CT2_VERSIONS:
                 raise CorruptCheckpoint(
                     f"{path}: CTranslate2 binary version {version} is not supported "
-                    f"(supported {_SUPPORTED_VERSIONS.start}-{_SUPPORTED_VERSIONS.stop - 1}); "
+                    f"(supported {CT2_VERSIONS.start}-{CT2_VERSIONS.stop - 1}); "
                     "is this a CTranslate2 model.bin? re-convert it with a current ctranslate2"
                 )
             spec, revision = r.string(), r.u32()
@@ -172,17 +172,6 @@ class _Reader:
             )
         self.pos += n
         self.fh.seek(self.pos)
-
-
-def is_ct2_file(path: Path) -> bool:
-    """Cheap sniff: a supported binary version followed by a spec name ending in 'Spec'."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(64)
-        version, n = struct.unpack_from("<IH", head)
-        return version in _SUPPORTED_VERSIONS and head[6 : 6 + n].rstrip(b"\0").endswith(b"Spec")
-    except (OSError, struct.error):
-        return False
 
 
 # --- Whisper under Hugging Face names -------------------------------------------------------

@@ -7,6 +7,12 @@ E_r (E_c) is the excess of the row (column) norms of M over mean + n_std * std (
 summed over the rows (columns) above that threshold; negative directionality means a few
 columns (keys) dominate. `score_factors` never forms M: it works from w x w Grams,
 batched over a leading dimension; `score_dense` is the oracle on explicit matrices.
+
+The factored path works on the transposed factors Qt = Q^T [w, d], the layout of nn.Linear
+weights, so that a checkpoint's q/k tensors are scored without a transposing copy. Two
+symmetric products take half the flops of a matmul, done as block-triangular products:
+the Gram X X^T (upper block triangle, then mirrored) and the quadratic forms
+diag(X^T G X) = colsum((D + 2 T) X * X) for G = D + T + T^T, T strictly upper.
 """
 
 from __future__ import annotations
@@ -19,6 +25,14 @@ from .blocks import AttentionBlock
 FIELDS = ("symmetry", "directionality", "fro_norm", "E_r", "E_c")
 # Above this many bytes a dense per-layer M is never formed, whatever the flop count says.
 DENSE_BYTES_LIMIT = 2 << 30
+# Row blocks of the block-triangular products: fewer blocks waste flops above the
+# diagonal, more make each matmul too thin to run at full speed (measured on CPU: blocks
+# of 32 rows are slower than fewer, larger products).
+TRIANGLE_BLOCKS = 8
+MIN_TRIANGLE_BLOCK = 64
+# Elements of one chunk of products in the quadratic forms: 2 MB of float32 stays in
+# cache until it is reduced (a quarter less time than unchunked on CPU).
+QUAD_CHUNK_ELEMENTS = 1 << 19
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -36,11 +50,11 @@ def _excess(norms: torch.Tensor, n_std: float) -> torch.Tensor:
     return torch.relu(norms - threshold).sum(-1)
 
 
-def _finish(fro2, sym_num, row_norms, col_norms, n_std, square: bool) -> dict:
-    """Scores from the reduced quantities of a batch: fro2, sym_num [B]; norms [B, n]."""
+def _finish(fro2, sym_num, row2, col2, n_std, square: bool) -> dict:
+    """Scores of a batch from ||M||^2, <M, M^T> [B] and squared row and column norms [B, n]."""
     fro2, sym_num = fro2.double(), sym_num.double()
-    e_r = _excess(row_norms, n_std).double()
-    e_c = _excess(col_norms, n_std).double()
+    e_r = _excess(row2.clamp_min(0).sqrt(), n_std).double()
+    e_c = _excess(col2.clamp_min(0).sqrt(), n_std).double()
     total = e_r + e_c
     directionality = torch.where(total > 0, (e_r - e_c) / torch.where(total > 0, total, 1), 0.0)
     if square:
@@ -65,17 +79,7 @@ def _finish(fro2, sym_num, row_norms, col_norms, n_std, square: bool) -> dict:
     return out
 
 
-def _nonfinite(t: torch.Tensor) -> torch.Tensor:
-    """Per matrix of a [B, m, n] batch: does it hold a NaN or an Inf?
-
-    A finite sum proves every entry finite (NaN and Inf propagate), at a tenth of the cost
-    of an elementwise test; only a non-finite sum (or an overflow) takes the exact test.
-    """
-    bad = ~torch.isfinite(t.sum((-2, -1)))
-    return ~torch.isfinite(t).all(-1).all(-1) if bad.any() else bad
-
-
-def _flag_nonfinite(out: dict, bad: torch.Tensor) -> dict:
+def _flag(out: dict, bad: torch.Tensor) -> dict:
     for i in torch.nonzero(bad).flatten().tolist():
         for f in FIELDS:
             out[f][i] = np.nan
@@ -83,9 +87,93 @@ def _flag_nonfinite(out: dict, bad: torch.Tensor) -> dict:
     return out
 
 
-def _finite(t: torch.Tensor, bad: torch.Tensor) -> torch.Tensor:
-    # Only when needed: a copy of every weight costs as much as a score.
-    return torch.nan_to_num(t, nan=0.0, posinf=0.0, neginf=0.0) if bad.any() else t
+def _nonfinite(t: torch.Tensor) -> torch.Tensor:
+    """Per matrix of a [B, m, n] batch: does it hold a NaN or an Inf?"""
+    return ~torch.isfinite(t).flatten(-2).all(-1)
+
+
+def _finite(t: torch.Tensor) -> torch.Tensor:
+    return torch.nan_to_num(t, nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def _aligned(t: torch.Tensor) -> torch.Tensor:
+    """t contiguous and 64-byte aligned. Weights memory-mapped from a file are often not
+    aligned, and MKL's float32 results for some shapes depend on the alignment: without
+    this, the same weights score differently from a checkpoint and from a matrices file."""
+    if t.is_contiguous() and t.data_ptr() % 64 == 0:
+        return t
+    return t.clone(memory_format=torch.contiguous_format)
+
+
+def _suspect(gram: torch.Tensor) -> torch.Tensor:
+    """Per Gram X X^T of a batch: could X hold a NaN or an Inf? Its trace, ||X||_F^2, is
+    finite whenever X is (bar overflow, which the exact test then clears): a free test."""
+    return ~torch.isfinite(gram.diagonal(dim1=-2, dim2=-1).sum(-1))
+
+
+def _row_blocks(w: int) -> list[tuple[int, int]]:
+    step = max(MIN_TRIANGLE_BLOCK, -(-w // TRIANGLE_BLOCKS))
+    return [(i, min(i + step, w)) for i in range(0, w, step)]
+
+
+def sym_gram(x: torch.Tensor) -> torch.Tensor:
+    """x x^T for x [..., w, n], from its upper block triangle."""
+    w = x.shape[-2]
+    blocks = _row_blocks(w)
+    if len(blocks) == 1:
+        return x @ x.mT
+    g = x.new_zeros(*x.shape[:-1], w)
+    for i, j in blocks:
+        g[..., i:j, i:] = x[..., i:j, :] @ x[..., i:, :].mT
+    return torch.triu(g) + torch.triu(g, 1).mT
+
+
+def quad_diag(g: torch.Tensor, x: torch.Tensor, group: int = 1) -> torch.Tensor:
+    """diag(x_b^T g_(b,j) x_b) for symmetric g [B*group, w, w] and x [B, w, n]: [B*group, n].
+
+    Form j of group b pairs with x_b (grouped-query attention: the query heads of one key
+    head). With g = D + T + T^T (T strictly upper), x^T g x and x^T (D + 2T) x share their
+    diagonal, and D + 2T is upper triangular: about half the flops of g @ x. Columns of x
+    go in chunks, so that each product is still in cache when it is reduced.
+    """
+    n_batch, w, n = x.shape
+    upper = (torch.triu(g) + torch.triu(g, 1)).view(n_batch, group, w, w)
+    blocks = [(i, j, upper[:, :, i:j, i:].reshape(n_batch, group * (j - i), w - i)) for i, j in _row_blocks(w)]
+    out = x.new_zeros(n_batch, group, n)
+    chunk = max(1, QUAD_CHUNK_ELEMENTS // (n_batch * group * (blocks[0][1] - blocks[0][0])))
+    for c in range(0, n, chunk):
+        cols = slice(c, c + chunk)
+        for i, j, rows in blocks:
+            y = (rows @ x[:, i:, cols]).view(n_batch, group, j - i, -1)
+            out[..., cols] += y.mul_(x[:, None, i:j, cols]).sum(-2)
+    return out.view(n_batch * group, n)
+
+
+def _scores_from_grams(gram_q, gram_k, cross, qt, kt, n_std) -> dict:
+    """Scores of M = Q K^T from Qt = Q^T [B, w, d_q], Kt = K^T [B, w, d_k], their Grams
+    Qt Qt^T and Kt Kt^T [B, w, w], and C = Kt Qt^T [B, w, w] (None when d_q != d_k)."""
+    fro2 = (gram_q * gram_k).sum((-2, -1))
+    square = cross is not None
+    sym_num = (cross * cross.mT).sum((-2, -1)) if square else fro2
+    return _finish(fro2, sym_num, quad_diag(gram_k, qt), quad_diag(gram_q, kt), n_std, square)
+
+
+def score_transposed(qt: torch.Tensor, kt: torch.Tensor, n_std: float = 2.0) -> dict:
+    """Scores of M_b = Qt_b^T Kt_b without forming M. Qt: [B, w, d_q], Kt: [B, w, d_k]."""
+    bad = _nonfinite(qt) | _nonfinite(kt)
+    if bad.any():
+        qt, kt = _finite(qt), _finite(kt)
+    square = qt.shape[-1] == kt.shape[-1]
+    cross = kt @ qt.mT if square else None
+    out = _scores_from_grams(sym_gram(qt), sym_gram(kt), cross, qt, kt, n_std)
+    return _flag(out, bad)
+
+
+def score_factors(Q: torch.Tensor, K: torch.Tensor, n_std: float = 2.0) -> dict:
+    """Scores of M_b = Q_b K_b^T without forming M. Q: [B, d_q, w], K: [B, d_k, w]."""
+    if Q.ndim == 2:
+        Q, K = Q[None], K[None]
+    return score_transposed(Q.mT, K.mT, n_std)
 
 
 def score_dense(M: torch.Tensor, n_std: float = 2.0) -> dict:
@@ -93,68 +181,61 @@ def score_dense(M: torch.Tensor, n_std: float = 2.0) -> dict:
     if M.ndim == 2:
         M = M[None]
     bad = _nonfinite(M)
-    M = _finite(M, bad)
+    if bad.any():
+        M = _finite(M)
     square = M.shape[-1] == M.shape[-2]
-    fro2 = (M * M).sum((-2, -1))
-    sym_num = (M * M.transpose(-1, -2)).sum((-2, -1)) if square else fro2
-    return _flag_nonfinite(_finish(fro2, sym_num, M.norm(dim=-1), M.norm(dim=-2), n_std, square), bad)
+    squares = M * M
+    fro2 = squares.sum((-2, -1))
+    sym_num = (M * M.mT).sum((-2, -1)) if square else fro2
+    return _flag(_finish(fro2, sym_num, squares.sum(-1), squares.sum(-2), n_std, square), bad)
 
 
-def score_factors(Q: torch.Tensor, K: torch.Tensor, n_std: float = 2.0) -> dict:
-    """Scores of M_b = Q_b K_b^T without forming M. Q: [B, d_q, w], K: [B, d_k, w]."""
-    if Q.ndim == 2:
-        Q, K = Q[None], K[None]
-    bad_q, bad_k = _nonfinite(Q), _nonfinite(K)
-    Q, K = _finite(Q, bad_q), _finite(K, bad_k)
-    bad = bad_q | bad_k
-    square = Q.shape[-2] == K.shape[-2]
-    gram_q = Q.transpose(-1, -2) @ Q
-    gram_k = K.transpose(-1, -2) @ K
-    fro2 = (gram_q * gram_k).sum((-2, -1))
-    if square:
-        cross = K.transpose(-1, -2) @ Q  # C = K^T Q; <M, M^T> = <C, C^T>
-        sym_num = (cross * cross.transpose(-1, -2)).sum((-2, -1))
-    else:
-        sym_num = fro2
-    row2 = ((Q @ gram_k) * Q).sum(-1).clamp_min(0)
-    col2 = ((K @ gram_q) * K).sum(-1).clamp_min(0)
-    return _flag_nonfinite(_finish(fro2, sym_num, row2.sqrt(), col2.sqrt(), n_std, square), bad)
+def _dense_is_cheaper(d_q: int, d_k: int, width: int, itemsize: int) -> bool:
+    # dense: 2 d_q d_k w flops to form M, then passes over M (its transpose, norms) worth
+    # about 60% more on CPU; factored: about 9 d w^2 (half-cost Grams and quadratic forms,
+    # a full cross term). Measured on CPU at d = 4096: factored faster up to w = 0.35 d
+    # (w = 1024: 0.25 s against 0.33 s; w = 2048: 0.73 s against 0.47 s).
+    if d_q * d_k * itemsize > DENSE_BYTES_LIMIT:
+        return False
+    return 3.2 * d_q * d_k * width < 4.5 * (d_q + d_k) * width * width
 
 
 def layer_factors(block: AttentionBlock) -> tuple[torch.Tensor, torch.Tensor]:
     """Q, K of the layer form M = sum_h Q_h K_kv(h)^T as one product of width n_kv * k:
     query heads sharing a key head are summed first (GQA keeps the form narrow)."""
-    h_kv, d_q, k = block.n_kv_heads, block.q.shape[1], block.q.shape[2]
-    q_sum = block.q.reshape(h_kv, block.group_size, d_q, k).sum(1)
-    q_cat = q_sum.permute(1, 0, 2).reshape(d_q, h_kv * k)
-    k_cat = block.k.permute(1, 0, 2).reshape(block.k.shape[1], h_kv * k)
-    return q_cat, k_cat
+    qt, kt = _layer_transposed(block.q.mT, block.k.mT, block.group_size)
+    return qt.T, kt.T
 
 
-def _dense_is_cheaper(d_q: int, d_k: int, width: int, itemsize: int) -> bool:
-    # dense: 2 d_q d_k w flops to form M, then about as much again in passes over M (its
-    # transpose, norms); factored: ~10 d w^2 flops (Grams, cross term, row and column norms).
-    # Measured on CPU at d = 4096, w = 1024: factored 0.26 s, dense 0.44 s.
-    if d_q * d_k * itemsize > DENSE_BYTES_LIMIT:
-        return False
-    return 4 * d_q * d_k * width < 5 * (d_q + d_k) * width * width
+def _layer_transposed(qt: torch.Tensor, kt: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
+    (h_kv, k, d_q), d_k = kt.shape[:2] + qt.shape[-1:], kt.shape[-1]
+    q_sum = qt.reshape(h_kv, group, k, d_q).sum(1) if group > 1 else qt
+    return q_sum.reshape(h_kv * k, d_q), kt.reshape(h_kv * k, d_k)
 
 
-def score_layer(block: AttentionBlock, device: torch.device, dtype: torch.dtype, n_std: float) -> dict:
-    q_cat, k_cat = (t.to(device=device, dtype=dtype) for t in layer_factors(block))
-    d_q, d_k, width = q_cat.shape[0], k_cat.shape[0], q_cat.shape[1]
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    if _dense_is_cheaper(d_q, d_k, width, itemsize):
-        return score_dense(q_cat @ k_cat.T, n_std)
-    return score_factors(q_cat, k_cat, n_std)
+def _score_layer(qt, kt, group, n_std) -> dict:
+    qs, ks = _layer_transposed(qt, kt, group)
+    (width, d_q), d_k = qs.shape, ks.shape[1]
+    if _dense_is_cheaper(d_q, d_k, width, qs.element_size()):
+        return score_dense(qs.T @ ks, n_std)
+    cross = (ks @ qs.T)[None] if d_q == d_k else None
+    return _scores_from_grams(sym_gram(qs)[None], sym_gram(ks)[None], cross, qs[None], ks[None], n_std)
 
 
-def score_heads(block: AttentionBlock, device: torch.device, dtype: torch.dtype, n_std: float) -> dict:
-    """Per query head, in head order (key head h // group for query head h)."""
-    q = block.q.to(device=device, dtype=dtype)
-    # A copy of the key heads per query head is cheaper than broadcasting them in matmul.
-    k = block.k.to(device=device, dtype=dtype).repeat_interleave(block.group_size, dim=0)
-    return score_factors(q, k, n_std)
+def _score_heads(qt, kt, gram_q, gram_k, group, n_std) -> dict:
+    """Per query head from Qt [H, k, d_q], Kt [H_kv, k, d_k] and their per-head Grams."""
+    (n_heads, k, d_q), (h_kv, _, d_k) = qt.shape, kt.shape
+    fro2 = (gram_q.view(h_kv, group, k, k) * gram_k[:, None]).sum((-2, -1)).view(n_heads)
+    square = d_q == d_k
+    if square:
+        # C_h = K_kv(h)^T Q_h for all query heads of a key head in one product
+        cross = (kt @ qt.view(h_kv, group * k, d_q).mT).view(h_kv, k, group, k).transpose(1, 2)
+        sym_num = (cross * cross.mT).sum((-2, -1)).reshape(n_heads)
+    else:
+        sym_num = fro2
+    row2 = quad_diag(gram_k.repeat_interleave(group, 0), qt)
+    col2 = quad_diag(gram_q, kt, group)
+    return _finish(fro2, sym_num, row2, col2, n_std, square)
 
 
 def score_block(
@@ -168,5 +249,18 @@ def score_block(
     Computation runs in `dtype` on `device`; results come back as float64 numpy arrays.
     """
     dev = resolve_device(device)
+    group = block.group_size
     with torch.no_grad():
-        return score_heads(block, dev, dtype, n_std), score_layer(block, dev, dtype, n_std)
+        # nn.Linear weights arrive as views [H, d, k] of [H*k, d]: these transposes are free
+        qt = _aligned(block.q.to(device=dev, dtype=dtype).mT)
+        kt = _aligned(block.k.to(device=dev, dtype=dtype).mT)
+        gram_q, gram_k = sym_gram(qt), sym_gram(kt)
+        bad = (_suspect(gram_q).view(-1, group) | _suspect(gram_k)[:, None]).flatten()
+        if bad.any():
+            bad = (_nonfinite(qt).view(-1, group) | _nonfinite(kt)[:, None]).flatten()
+            if bad.any():
+                qt, kt = _finite(qt), _finite(kt)
+                gram_q, gram_k = sym_gram(qt), sym_gram(kt)
+        per_head = _flag(_score_heads(qt, kt, gram_q, gram_k, group, n_std), bad)
+        per_layer = _flag(_score_layer(qt, kt, group, n_std), bad.any()[None])
+    return per_head, per_layer

@@ -1,11 +1,21 @@
-"""Scores of a stream of attention blocks as one tidy table (the scores Parquet contract)."""
+"""Scores of a stream of attention blocks as one tidy table (the scores Parquet contract).
+
+The table is built with pyarrow from numpy buffers, so `wqk score` never imports pandas:
+pyarrow's conversion of Python values imports it (a quarter of a second, a tenth of
+scoring a 2 GB model on 2 cores) only to check whether they are pandas objects.
+`score_stream` gives the same rows as a pandas DataFrame for in-process use.
+"""
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING
 
-import pandas as pd
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from .atomic import atomic_path
@@ -13,10 +23,25 @@ from .blocks import AttentionBlock
 from .matrices import ModelInfo
 from .scores import FIELDS, resolve_device, score_block
 
-COLUMNS = [
-    "model", "provenance", "model_type", "synthetic", "stack", "layer", "n_layers", "scope", "head",
-    "n_heads", "n_kv_heads", "d_q", "d_k", "head_dim", *FIELDS, "reason",
-]  # fmt: skip
+if TYPE_CHECKING:
+    import pandas as pd
+
+SCHEMA = pa.schema(
+    [
+        ("model", pa.string()),
+        ("provenance", pa.string()),
+        ("model_type", pa.string()),
+        ("synthetic", pa.bool_()),
+        ("stack", pa.string()),
+        *[(c, pa.int32()) for c in ("layer", "n_layers")],
+        ("scope", pa.string()),  # "layer" (head is null) or "head"
+        *[(c, pa.int32()) for c in ("head", "n_heads", "n_kv_heads", "d_q", "d_k", "head_dim")],
+        *[(f, pa.float64()) for f in FIELDS],
+        ("reason", pa.string()),  # why a score is NaN, else null
+    ]
+)
+COLUMNS = SCHEMA.names
+_STACK_ORDER = {"encoder": 0, "decoder": 1, "cross": 2}
 
 
 def _rows(info: ModelInfo, block: AttentionBlock, scores: dict, heads: list) -> list[dict]:
@@ -24,7 +49,7 @@ def _rows(info: ModelInfo, block: AttentionBlock, scores: dict, heads: list) -> 
         "model": info.model,
         "provenance": info.provenance,
         "model_type": info.model_type,
-        "synthetic": info.synthetic,
+        "synthetic": bool(info.synthetic),
         "stack": block.stack,
         "layer": block.layer,
         "scope": "head" if heads[0] is not None else "layer",
@@ -40,51 +65,116 @@ def _rows(info: ModelInfo, block: AttentionBlock, scores: dict, heads: list) -> 
     ]
 
 
-def score_stream(
+def score_table(
     items: Iterable[tuple[ModelInfo, AttentionBlock]],
     device: str = "auto",
     n_std: float = 2.0,
     progress: bool = True,
-) -> pd.DataFrame:
+) -> pa.Table:
+    """Per-layer and per-head scores of every block, sorted by stack, layer, head."""
     dev = resolve_device(device)
     rows: list[dict] = []
     for info, block in tqdm(items, desc="scoring layers", unit="layer", disable=not progress):
         per_head, per_layer = score_block(block, dev, n_std)
         rows += _rows(info, block, per_layer, [None])
         rows += _rows(info, block, per_head, list(range(block.n_heads)))
-    return to_frame(rows)
+    return to_table(rows)
 
 
-def to_frame(rows: list[dict]) -> pd.DataFrame:
-    df = pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "n_layers"])
-    n_layers = df.groupby("stack")["layer"].transform("nunique") if len(df) else df["layer"]
-    df.insert(COLUMNS.index("n_layers"), "n_layers", n_layers.astype("int32"))
-    for c in ("layer", "n_heads", "n_kv_heads", "d_q", "d_k", "head_dim"):
-        df[c] = df[c].astype("int32")
+def to_table(rows: list[dict]) -> pa.Table:
+    layers: dict[str, set[int]] = {}
+    for r in rows:
+        layers.setdefault(r["stack"], set()).add(r["layer"])
+    rows = sorted(
+        rows,
+        key=lambda r: (_STACK_ORDER.get(r["stack"], 9), r["stack"], r["layer"], r["head"] is not None, r["head"] or 0),
+    )
+    columns = {c: [r.get(c) for r in rows] for c in COLUMNS if c != "n_layers"}
+    columns["n_layers"] = [len(layers[s]) for s in columns["stack"]]
+    return _table(columns)
+
+
+def _table(columns: dict[str, list]) -> pa.Table:
+    return pa.Table.from_arrays([_column(columns[f.name], f.type) for f in SCHEMA], schema=SCHEMA)
+
+
+def _from_frame(df: pd.DataFrame) -> pa.Table:
+    """A DataFrame with the contract's columns as a table, in its row order. NaN scores stay
+    NaN (pyarrow's own conversion would turn them into nulls)."""
+    import pandas as pd
+
+    columns = {}
+    for f in SCHEMA:
+        values = df[f.name].tolist()
+        columns[f.name] = values if f.type == pa.float64() else [None if pd.isna(v) else v for v in values]
+    return _table(columns)
+
+
+_NUMPY = {pa.int32(): np.int32, pa.float64(): np.float64}
+
+
+def _column(values: list, typ: pa.DataType) -> pa.Array:
+    """An Arrow array of Python values (None for null), assembled from numpy buffers."""
+    n = len(values)
+    valid = np.array([v is not None for v in values], dtype=bool)
+    nulls = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    if typ == pa.string():
+        data = [v.encode() if v is not None else b"" for v in values]
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum([len(b) for b in data], out=offsets[1:])
+        return pa.Array.from_buffers(typ, n, [nulls, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
+    if typ == pa.bool_():
+        bits = np.packbits(np.array([bool(v) for v in values], dtype=bool), bitorder="little")
+        return pa.Array.from_buffers(typ, n, [nulls, pa.py_buffer(bits)])
+    data = np.array([v if v is not None else 0 for v in values], dtype=_NUMPY[typ])
+    return pa.Array.from_buffers(typ, n, [nulls, pa.py_buffer(data)])
+
+
+def score_stream(
+    items: Iterable[tuple[ModelInfo, AttentionBlock]],
+    device: str = "auto",
+    n_std: float = 2.0,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """`score_table` as a pandas DataFrame (head as nullable Int32)."""
+    return to_frame(score_table(items, device=device, n_std=n_std, progress=progress))
+
+
+def to_frame(table: pa.Table) -> pd.DataFrame:
+    df = table.to_pandas()
     df["head"] = df["head"].astype("Int32")
-    df["synthetic"] = df["synthetic"].astype(bool)
-    order = {"encoder": 0, "decoder": 1, "cross": 2}
-    df = df.sort_values(
-        ["stack", "layer", "head"], key=lambda s: s.map(order) if s.name == "stack" else s,
-        na_position="first",
-    )  # fmt: skip
-    return df.reset_index(drop=True)
+    return df
 
 
-def write_scores(df: pd.DataFrame, out: Path) -> None:
+def write_scores(scores: pa.Table | pd.DataFrame, out: Path) -> None:
+    """Scores (a table or a DataFrame with the contract's columns) to Parquet, atomically."""
+    if not isinstance(scores, pa.Table):
+        scores = _from_frame(scores)
     with atomic_path(out) as tmp:
-        df.to_parquet(tmp, index=False, compression="zstd")
+        pq.write_table(scores, tmp, compression="zstd")
 
 
-def layer_table(df: pd.DataFrame) -> str:
+def layer_table(scores: pa.Table | pd.DataFrame) -> str:
     """Per-layer scores as text, with the median over layers of each stack at the bottom."""
-    layers = df[df["scope"] == "layer"]
+    if not isinstance(scores, pa.Table):
+        scores = _from_frame(scores)
+    rows = [r for r in scores.to_pylist() if r["scope"] == "layer"]
     parts = []
-    for stack, g in layers.groupby("stack", sort=False):
-        t = g[["layer", "symmetry", "directionality"]].copy()
-        t["layer"] = t["layer"].astype(str)
-        med = pd.DataFrame([{"layer": "median", "symmetry": g["symmetry"].median(),
-                             "directionality": g["directionality"].median()}])  # fmt: skip
-        t = pd.concat([t, med], ignore_index=True)
-        parts.append(f"{g['model'].iloc[0]}  [{stack}]\n" + t.to_string(index=False, float_format="{:+.4f}".format))
+    for stack in dict.fromkeys(r["stack"] for r in rows):
+        mine = [r for r in rows if r["stack"] == stack]
+        lines = [("layer", "symmetry", "directionality")]
+        lines += [(str(r["layer"]), _num(r["symmetry"]), _num(r["directionality"])) for r in mine]
+        lines.append(("median", *(_num(_median([r[f] for r in mine])) for f in ("symmetry", "directionality"))))
+        widths = [max(len(line[i]) for line in lines) for i in range(3)]
+        text = "\n".join("  ".join(cell.rjust(w) for cell, w in zip(line, widths, strict=True)) for line in lines)
+        parts.append(f"{mine[0]['model']}  [{stack}]\n{text}")
     return "\n\n".join(parts)
+
+
+def _median(values: list[float | None]) -> float:
+    defined = [v for v in values if v is not None and v == v]  # NaN: zero or non-square M
+    return statistics.median(defined) if defined else float("nan")
+
+
+def _num(x: float | None) -> str:
+    return "NaN" if x is None or x != x else f"{x:+.4f}"

@@ -72,11 +72,14 @@ def blocks(ckpt: Checkpoint) -> Iterator[AttentionBlock]:
 
 
 def linear_heads(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """nn.Linear weight [n_heads*k, d] (out, in) -> per-head factors [n_heads, d, k]."""
+    """nn.Linear weight [n_heads*k, d] (out, in) -> per-head factors [n_heads, d, k].
+
+    A view, not a copy: scoring works on the transposes [n_heads, k, d], which are then
+    the weight's own contiguous rows."""
     out, d = weight.shape
     if out % n_heads:
         raise ValueError(f"projection with {out} outputs cannot be split into {n_heads} heads")
-    return weight.T.reshape(d, n_heads, out // n_heads).permute(1, 0, 2).contiguous()
+    return weight.reshape(n_heads, out // n_heads, d).transpose(1, 2)
 
 
 def conv1d_heads(weight: torch.Tensor, n_heads: int) -> torch.Tensor:

@@ -2,8 +2,7 @@
 
 from pathlib import Path
 
-from ..extract import open_source
-from ..matrices import write_matrices
+from ..digest import prefetch_source
 
 
 def add_arguments(p):
@@ -14,6 +13,10 @@ def add_arguments(p):
 
 
 def run(args):
+    prefetch_source(args.source)  # the provenance hash runs while torch loads
+    from ..extract import open_source
+    from ..matrices import write_matrices
+
     info, blocks = open_source(args.source, args.name, args.synthetic)
     n = write_matrices(info, blocks, args.out)
     print(f"{info.model}: {n} attention layers -> {args.out}")

@@ -7,9 +7,7 @@ layer, and a per-layer table is printed.
 
 from pathlib import Path
 
-from ..extract import open_source
-from ..matrices import read_blocks, write_matrices
-from ..scoring import layer_table, score_stream, write_scores
+from ..digest import prefetch_source
 
 
 def add_arguments(p):
@@ -24,6 +22,9 @@ def add_arguments(p):
 
 
 def _items_from_source(args):
+    from ..extract import open_source
+    from ..matrices import read_blocks, write_matrices
+
     info, blocks = open_source(args.input, args.name, args.synthetic)
     if args.matrices_out:
         write_matrices(info, blocks, args.matrices_out)
@@ -34,12 +35,16 @@ def _items_from_source(args):
 
 
 def run(args):
-    if args.input.endswith(".parquet") and Path(args.input).is_file():
-        items = read_blocks(Path(args.input))
-    else:
-        items = _items_from_source(args)
-    df = score_stream(items, device=args.device, n_std=args.n_std)
-    write_scores(df, args.out)
+    from_matrices = args.input.endswith(".parquet") and Path(args.input).is_file()
+    if not from_matrices:
+        prefetch_source(args.input)  # the provenance hash runs while torch loads
+    # torch loads here, not at module import: after the hash has begun
+    from ..matrices import read_blocks
+    from ..scoring import layer_table, score_table, write_scores
+
+    items = read_blocks(Path(args.input)) if from_matrices else _items_from_source(args)
+    table = score_table(items, device=args.device, n_std=args.n_std)
+    write_scores(table, args.out)
     if not args.quiet:
-        print(layer_table(df))
+        print(layer_table(table))
     return 0
