@@ -130,14 +130,9 @@ def _column(values: list, typ: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(typ, n, [nulls, pa.py_buffer(data)])
 
 
-def score_stream(
-    items: Iterable[tuple[ModelInfo, AttentionBlock]],
-    device: str = "auto",
-    n_std: float = 2.0,
-    progress: bool = True,
-) -> pd.DataFrame:
-    """`score_table` as a pandas DataFrame (head as nullable Int32)."""
-    return to_frame(score_table(items, device=device, n_std=n_std, progress=progress))
+def score_stream(items: Iterable[tuple[ModelInfo, AttentionBlock]], **options) -> pd.DataFrame:
+    """`score_table` (same options) as a pandas DataFrame, head as nullable Int32."""
+    return to_frame(score_table(items, **options))
 
 
 def to_frame(table: pa.Table) -> pd.DataFrame:
