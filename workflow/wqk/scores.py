@@ -158,22 +158,16 @@ def _scores_from_grams(gram_q, gram_k, cross, qt, kt, n_std) -> dict:
     return _finish(fro2, sym_num, quad_diag(gram_k, qt), quad_diag(gram_q, kt), n_std, square)
 
 
-def score_transposed(qt: torch.Tensor, kt: torch.Tensor, n_std: float = 2.0) -> dict:
-    """Scores of M_b = Qt_b^T Kt_b without forming M. Qt: [B, w, d_q], Kt: [B, w, d_k]."""
-    bad = _nonfinite(qt) | _nonfinite(kt)
-    if bad.any():
-        qt, kt = _finite(qt), _finite(kt)
-    square = qt.shape[-1] == kt.shape[-1]
-    cross = kt @ qt.mT if square else None
-    out = _scores_from_grams(sym_gram(qt), sym_gram(kt), cross, qt, kt, n_std)
-    return _flag(out, bad)
-
-
 def score_factors(Q: torch.Tensor, K: torch.Tensor, n_std: float = 2.0) -> dict:
     """Scores of M_b = Q_b K_b^T without forming M. Q: [B, d_q, w], K: [B, d_k, w]."""
     if Q.ndim == 2:
         Q, K = Q[None], K[None]
-    return score_transposed(Q.mT, K.mT, n_std)
+    qt, kt = Q.mT, K.mT
+    bad = _nonfinite(qt) | _nonfinite(kt)
+    if bad.any():
+        qt, kt = _finite(qt), _finite(kt)
+    cross = kt @ qt.mT if qt.shape[-1] == kt.shape[-1] else None
+    return _flag(_scores_from_grams(sym_gram(qt), sym_gram(kt), cross, qt, kt, n_std), bad)
 
 
 def score_dense(M: torch.Tensor, n_std: float = 2.0) -> dict:
