@@ -63,7 +63,7 @@ def naive(folder: Path, out: Path):
     import torch
     from transformers import AutoModel
 
-    from wqk.scores import score_dense
+    from wqk.metrics import score_dense
 
     model = AutoModel.from_pretrained(str(folder), dtype=torch.float32)
     cfg = model.config

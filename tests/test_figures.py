@@ -18,7 +18,8 @@ from wqk import figures
 from wqk.blocks import AttentionBlock
 from wqk.cli import main as wqk_main
 from wqk.figures import wqk_heatmaps
-from wqk.matrices import ModelInfo, block_table
+from wqk.contracts import ModelInfo
+from wqk.matrices import block_table
 
 
 def sha(path) -> str:

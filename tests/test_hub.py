@@ -18,7 +18,7 @@ from safetensors import safe_open
 from safetensors.torch import save
 
 from wqk.errors import SourceUnavailable
-from wqk.hub import estimate_qk_bytes, fetch_hub, is_qk_tensor, parse_hub_id
+from wqk.checkpoints.hub import estimate_qk_bytes, fetch_hub, is_qk_tensor, parse_hub_id
 
 REPO = "acme/tiny-llama"
 SHA = hashlib.sha1(b"tiny-llama").hexdigest()

@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from wqk.blocks import AttentionBlock
-from wqk.matrices import ModelInfo, read_blocks, write_matrices
-from wqk.scores import score_block
-from wqk.scoring import layer_table, score_stream, write_scores
+from wqk.contracts import ModelInfo
+from wqk.matrices import read_blocks, write_matrices
+from wqk.metrics import score_block
+from wqk.score_table import layer_table, score_stream, write_scores
 
 INFO = ModelInfo("toy/model", "toy/model", "sha256:0", "llama", True)
 
@@ -71,7 +72,7 @@ def test_scores_table_has_head_and_layer_rows(tmp_path):
 
 def test_scores_table_keeps_nan_and_writes_like_its_dataframe(tmp_path):
     import pyarrow.compute as pc
-    from wqk.scoring import score_table, to_frame
+    from wqk.score_table import score_table, to_frame
 
     table = score_table(((INFO, b) for b in toy_blocks()), device="cpu", progress=False)
     cross = table.filter(pc.equal(table["stack"], "cross"))

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from wqk.blocks import AttentionBlock
-from wqk.scores import _row_blocks, layer_factors, quad_diag, score_block, score_dense, score_factors, sym_gram
+from wqk.metrics import _layer_transposed, _row_blocks, quad_diag, score_block, score_dense, score_factors, sym_gram
 
 
 def numpy_scores(M: np.ndarray, n_std: float = 2.0) -> tuple[float, float]:
@@ -108,7 +108,8 @@ def test_gqa_layer_form_repeats_key_heads():
     block = gqa_block()
     group = block.n_heads // block.n_kv_heads
     M = sum(block.q[h] @ block.k[h // group].T for h in range(block.n_heads))
-    q_cat, k_cat = layer_factors(block)
+    qt, kt = _layer_transposed(block.q.mT, block.k.mT, group)
+    q_cat, k_cat = qt.T, kt.T
     torch.testing.assert_close(q_cat @ k_cat.T, M)
     assert q_cat.shape[1] == block.n_kv_heads * block.q.shape[2]
     # tiling (h % n_kv), the published code's mistake, gives a different form

@@ -12,17 +12,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import wqk.ct2
+import wqk.checkpoints.formats.ctranslate2
 import xxhash
 from safetensors.torch import save_file
-from wqk.ct2 import Ct2File, Ct2WhisperStore
+from wqk.checkpoints.formats.ctranslate2 import Ct2File, Ct2WhisperStore
 from wqk.errors import (
     CorruptCheckpoint,
     MissingTensor,
     SourceUnavailable,
     UnsupportedModelType,
 )
-from wqk.sources import open_checkpoint
+from wqk.checkpoints import locate, open_checkpoint
 
 CONFIG = {"model_type": "bert", "hidden_size": 8, "num_attention_heads": 2}
 
@@ -310,7 +310,7 @@ def test_ct2_reads_by_offset_not_whole_file(whisper, monkeypatch):
         def __exit__(self, *exc):
             self.fh.close()
 
-    monkeypatch.setattr(wqk.ct2, "open", lambda *a, **k: Counting(real_open(*a, **k)), raising=False)
+    monkeypatch.setattr(wqk.checkpoints.formats.ctranslate2, "open", lambda *a, **k: Counting(real_open(*a, **k)), raising=False)
     store = Ct2WhisperStore(path)
     header_bytes = read[0]
     for name in ("model.encoder.layers.0.self_attn.q_proj.weight", "model.decoder.layers.3.encoder_attn.k_proj.weight"):
@@ -437,13 +437,13 @@ def fake_hub(tmp_path, monkeypatch):
         calls.append((repo_id, revision, cache_dir))
         return d
 
-    monkeypatch.setitem(sys.modules, "wqk.hub", types.SimpleNamespace(fetch_hub=fetch_hub))
+    monkeypatch.setitem(sys.modules, "wqk.checkpoints.hub", types.SimpleNamespace(fetch_hub=fetch_hub))
     return calls
 
 
 def test_hub_ids_route_to_fetch_hub(fake_hub, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    ckpt = open_checkpoint("org/name@v1.0", cache_dir="/c")
+    ckpt = open_checkpoint(locate("org/name@v1.0", cache_dir="/c"))
     assert fake_hub[-1] == ("org/name", "v1.0", "/c")
     assert ckpt.revision == "0123456789abcdef0123456789abcdef01234567"
     assert ckpt.provenance() == ckpt.revision and ckpt.model_id == "org/name@v1.0"
@@ -464,22 +464,23 @@ def test_hub_ids_route_to_fetch_hub(fake_hub, tmp_path, monkeypatch):
 
 
 def test_prefetched_hash_equals_direct_hash_and_follows_file_changes(tmp_path):
-    from wqk import digest
+    from wqk.checkpoints import locate
+    from wqk.checkpoints import provenance as digest
 
     d = _folder(tmp_path)
     save_file(_tensors(), d / "model.safetensors")
     files = [d / "model.safetensors"]
-    digest.prefetch_source(str(d))
+    locate(str(d))  # starts the hash in the background
     assert digest.hash_files(files) == _xxh3(*files)
     assert open_checkpoint(str(d)).provenance() == "xxh3:" + _xxh3(*files)
     save_file(_tensors(seed=1), d / "model.safetensors")  # new bytes: the earlier result is not reused
     assert digest.hash_files(files) == _xxh3(*files)
 
 
-def test_prefetch_of_a_bad_source_is_silent_and_opening_it_still_explains(tmp_path):
-    from wqk import digest
+def test_locating_a_bad_source_explains(tmp_path):
+    from wqk.checkpoints import locate
 
-    digest.prefetch_source(str(tmp_path / "nowhere"))
-    digest.prefetch_source("pypi:no-such-package-here")
+    with pytest.raises(SourceUnavailable, match="no such file"):
+        locate(str(tmp_path / "nowhere"))
     with pytest.raises(SourceUnavailable, match="not installed"):
         open_checkpoint("pypi:no-such-package-here")

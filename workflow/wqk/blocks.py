@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-STACKS = ("encoder", "decoder", "cross")
+from .contracts import STACKS
 
 
 @dataclass

@@ -5,7 +5,6 @@ Written as a stream (one layer in memory at a time) to a temporary name, then re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -16,6 +15,7 @@ import torch
 
 from .atomic import atomic_path
 from .blocks import AttentionBlock
+from .contracts import ModelInfo
 
 SCHEMA = pa.schema(
     [
@@ -37,15 +37,6 @@ SCHEMA = pa.schema(
         ("k", pa.list_(pa.float32())),
     ]
 )
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    model: str
-    source: str
-    provenance: str
-    model_type: str
-    synthetic: bool
 
 
 def _list_array(per_head: torch.Tensor) -> pa.ListArray:

@@ -16,11 +16,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .aggregate import NULL_SUFFIX
 from .blocks import AttentionBlock
+from .contracts import NULL_SUFFIX, ModelInfo
 from .errors import WqkError
-from .matrices import ModelInfo
-from .scoring import score_stream
+from .score_table import score_stream
 
 SHAPE_COLUMNS = ("n_heads", "n_kv_heads", "d_q", "d_k", "head_dim")
 

@@ -19,7 +19,8 @@ from typing import Callable, Iterator
 import torch
 
 from ..blocks import AttentionBlock
-from ..checkpoint import Checkpoint
+from ..checkpoints import Checkpoint, Located, open_checkpoint
+from ..contracts import ModelInfo
 from ..errors import MissingTensor, UnsupportedModelType
 
 Adapter = Callable[[Checkpoint], Iterator[AttentionBlock]]
@@ -63,9 +64,21 @@ def get_adapter(model_type: str, model_id: str = "") -> Adapter:
         ) from None
 
 
-def blocks(ckpt: Checkpoint) -> Iterator[AttentionBlock]:
-    """All attention blocks of a checkpoint, stack by stack, layer by layer."""
-    yield from get_adapter(ckpt.model_type, ckpt.model_id)(ckpt)
+def open_source(
+    source: str | Located, name: str | None = None, synthetic: bool = False
+) -> tuple[ModelInfo, Iterator[AttentionBlock]]:
+    """A checkpoint's identity and its attention blocks, read one layer at a time as the
+    stream is consumed. A config.json with "wqk_synthetic": true (tiny random models built
+    by `wqk tiny`) marks the model synthetic whatever the caller says."""
+    ckpt = open_checkpoint(source)
+    info = ModelInfo(
+        model=name or ckpt.model_id,
+        source=ckpt.model_id,
+        provenance=ckpt.provenance(),
+        model_type=ckpt.model_type,
+        synthetic=bool(synthetic or ckpt.config.get("wqk_synthetic", False)),
+    )
+    return info, get_adapter(ckpt.model_type, ckpt.model_id)(ckpt)
 
 
 # --- helpers shared by adapters -------------------------------------------------------

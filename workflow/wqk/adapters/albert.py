@@ -14,7 +14,7 @@ import re
 from typing import Iterator
 
 from ..blocks import AttentionBlock
-from ..checkpoint import Checkpoint
+from ..checkpoints import Checkpoint
 from ..errors import MissingTensor
 from . import config_get, find_prefix, linear_heads, register
 

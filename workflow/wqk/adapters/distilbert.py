@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..blocks import AttentionBlock
-from ..checkpoint import Checkpoint
+from ..checkpoints import Checkpoint
 from . import config_get, find_prefix, linear_qk_blocks, register
 
 

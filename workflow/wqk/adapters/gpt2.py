@@ -11,7 +11,7 @@ import re
 from typing import Iterator
 
 from ..blocks import AttentionBlock
-from ..checkpoint import Checkpoint
+from ..checkpoints import Checkpoint
 from . import config_get, conv1d_heads, find_prefix, layer_indices, register
 
 

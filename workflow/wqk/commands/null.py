@@ -6,7 +6,7 @@ import logging
 
 import pandas as pd
 
-from ..scoring import write_scores
+from ..score_table import write_scores
 from ..errors import WqkError
 from ..null import null_scores
 

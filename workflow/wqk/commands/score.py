@@ -7,8 +7,6 @@ layer, and a per-layer table is printed.
 
 from pathlib import Path
 
-from ..digest import prefetch_source
-
 
 def add_arguments(p):
     p.add_argument("input", help="matrices .parquet, or a checkpoint source")
@@ -21,11 +19,11 @@ def add_arguments(p):
     p.add_argument("--quiet", action="store_true", help="no per-layer table")
 
 
-def _items_from_source(args):
-    from ..extract import open_source
+def _items_from_source(found, args):
+    from ..adapters import open_source
     from ..matrices import read_blocks, write_matrices
 
-    info, blocks = open_source(args.input, args.name, args.synthetic)
+    info, blocks = open_source(found, args.name, args.synthetic)
     if args.matrices_out:
         write_matrices(info, blocks, args.matrices_out)
         yield from read_blocks(args.matrices_out)
@@ -37,12 +35,14 @@ def _items_from_source(args):
 def run(args):
     from_matrices = args.input.endswith(".parquet") and Path(args.input).is_file()
     if not from_matrices:
-        prefetch_source(args.input)  # the provenance hash runs while torch loads
+        from ..checkpoints import locate
+
+        found = locate(args.input)  # starts the provenance hash, which runs while torch loads
     # torch loads here, not at module import: after the hash has begun
     from ..matrices import read_blocks
-    from ..scoring import layer_table, score_table, write_scores
+    from ..score_table import layer_table, score_table, write_scores
 
-    items = read_blocks(Path(args.input)) if from_matrices else _items_from_source(args)
+    items = read_blocks(Path(args.input)) if from_matrices else _items_from_source(found, args)
     table = score_table(items, device=args.device, n_std=args.n_std)
     write_scores(table, args.out)
     if not args.quiet:

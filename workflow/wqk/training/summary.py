@@ -81,8 +81,8 @@ def layer_rows(scores: pd.DataFrame, run: str, step: int) -> pd.DataFrame:
 
 def score_checkpoint(folder: str | os.PathLike, device: str = "cpu") -> pd.DataFrame:
     """Scores Parquet rows of one checkpoint folder, computed in-process."""
-    from ..extract import open_source
-    from ..scoring import score_stream
+    from ..adapters import open_source
+    from ..score_table import score_stream
 
     info, blocks = open_source(str(folder))
     return score_stream(((info, b) for b in blocks), device=device, progress=False)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..atomic import write_text
+from ..contracts import resolve_device
 from ..errors import WqkError
 
 if TYPE_CHECKING:
@@ -303,18 +304,6 @@ def _loss_rows(path: Path, up_to: int) -> list[list[str]]:
     return [r for r in rows[1:] if int(r[0]) <= up_to]
 
 
-def _resolve_device(name: str) -> str:
-    import torch
-
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise WqkError(
-            "--device cuda requested but no CUDA device is visible; use --device cpu or auto"
-        )
-    return name
-
-
 # --- training ---------------------------------------------------------------------------
 
 
@@ -364,7 +353,7 @@ def _train(cfg: TrainConfig) -> dict:
             return json.loads(done_path.read_text())
     _write_json(run_json, record)
 
-    device = _resolve_device(cfg.device)
+    device = resolve_device(cfg.device).type
     fp16 = cfg.fp16 and device == "cuda"
     if cfg.fp16 and not fp16:
         log.info("--fp16 ignored on %s", device)

@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import slug
-from .errors import CorruptCheckpoint, MissingTensor, SourceUnavailable, WqkError
+from ... import slug
+from ...errors import CorruptCheckpoint, MissingTensor, SourceUnavailable, WqkError
 
 log = logging.getLogger(__name__)
 

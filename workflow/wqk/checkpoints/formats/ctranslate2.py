@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .digest import hash_files
-from .errors import CorruptCheckpoint, MissingTensor, UnsupportedModelType
-from .layout import CT2_VERSIONS
+from ...errors import CorruptCheckpoint, MissingTensor, UnsupportedModelType
+from ..provenance import hash_files
+from . import CT2_VERSIONS
 
 # CTranslate2 DataType ids (include/ctranslate2/types.h).
 _DTYPES = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16, 5: "bfloat16"}

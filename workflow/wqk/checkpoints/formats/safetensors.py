@@ -1,7 +1,8 @@
-"""Tensor stores: read named tensors one at a time from weight files.
+"""safetensors: the header parser (also used by the hub's byte-range fetch) and the store.
 
 Every store checks its files when it is built (headers, sizes), so a truncated download fails
 at open time with CorruptCheckpoint naming the file, not halfway through an extraction.
+Torch is imported only when a tensor is read.
 """
 
 from __future__ import annotations
@@ -10,12 +11,8 @@ import json
 import struct
 from pathlib import Path
 
-import torch
-import xxhash
-from safetensors import safe_open
-
-from .digest import hash_files
-from .errors import CorruptCheckpoint, MissingTensor
+from ...errors import CorruptCheckpoint
+from . import FileStore, missing_tensor
 
 _LFS_POINTER = b"version https://git-lfs"
 _ST_ITEMSIZE = {
@@ -24,40 +21,6 @@ _ST_ITEMSIZE = {
     "I32": 4, "U32": 4, "F32": 4,
     "I64": 8, "U64": 8, "F64": 8,
 }  # fmt: skip
-
-
-def _missing(name: str, files: list[Path], n: int) -> MissingTensor:
-    where = ", ".join(str(f) for f in files[:3]) + (f" (+{len(files) - 3} more)" if len(files) > 3 else "")
-    return MissingTensor(
-        f"tensor {name!r} not found in {where} ({n} tensors); "
-        "is this the architecture the adapter expects, or a checkpoint with renamed weights?"
-    )
-
-
-class DictStore:
-    """In-memory tensors (tests, synthetic checkpoints)."""
-
-    def __init__(self, tensors: dict[str, torch.Tensor], label: str = "<memory>"):
-        self._t = tensors
-        self.label = label
-
-    def names(self) -> list[str]:
-        return sorted(self._t)
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._t
-
-    def get(self, name: str) -> torch.Tensor:
-        if name not in self._t:
-            raise MissingTensor(f"tensor {name!r} not found in {self.label}")
-        return self._t[name].detach().to(torch.float32)
-
-    def fingerprint(self) -> str:
-        h = xxhash.xxh3_128()
-        for n in self.names():
-            h.update(n.encode())
-            h.update(self._t[n].detach().to(torch.float32).contiguous().numpy().tobytes())
-        return h.hexdigest()
 
 
 def read_safetensors_header(path: Path) -> dict:
@@ -111,26 +74,7 @@ def read_safetensors_header(path: Path) -> dict:
     return header
 
 
-class _FileStore:
-    """What every store over weight files shares: the name -> file map and the files' hash."""
-
-    files: list[Path]
-    _where: dict[str, Path]
-    _fingerprint: str | None = None
-
-    def names(self) -> list[str]:
-        return sorted(self._where)
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._where
-
-    def fingerprint(self) -> str:
-        if self._fingerprint is None:
-            self._fingerprint = hash_files(self.files)
-        return self._fingerprint
-
-
-class SafetensorsStore(_FileStore):
+class SafetensorsStore(FileStore):
     """One or more .safetensors files (shards); tensors read lazily with safe_open.
 
     weight_map (tensor -> file, from model.safetensors.index.json) decides which shard
@@ -164,10 +108,13 @@ class SafetensorsStore(_FileStore):
                         )
                     self._where[name] = f
 
-    def get(self, name: str) -> torch.Tensor:
+    def get(self, name: str):
         f = self._where.get(name)
         if f is None:
-            raise _missing(name, self.files, len(self._where))
+            raise missing_tensor(name, self.files, len(self._where))
+        import torch
+        from safetensors import safe_open
+
         try:
             with safe_open(str(f), framework="pt") as fh:
                 t = fh.get_tensor(name)
@@ -176,50 +123,3 @@ class SafetensorsStore(_FileStore):
         return t.to(torch.float32)
 
 
-class TorchBinStore(_FileStore):
-    """pytorch_model.bin files (zip format), loaded memory-mapped with weights_only=True:
-    the pickle is read at open time, tensor bytes only when a tensor is converted."""
-
-    def __init__(self, files: list[Path], weight_map: dict[str, Path] | None = None):
-        self.files = [Path(f) for f in files]
-        self._sd: dict[Path, dict[str, torch.Tensor]] = {f: _torch_load(f) for f in self.files}
-        self._where: dict[str, Path] = {}
-        if weight_map is not None:
-            for name, f in weight_map.items():
-                f = Path(f)
-                if name not in self._sd.get(f, {}):
-                    raise CorruptCheckpoint(
-                        f"index places tensor {name!r} in {f}, but that file does not hold it; re-download"
-                    )
-                self._where[name] = f
-        else:
-            for f, sd in self._sd.items():
-                for name in sd:
-                    self._where.setdefault(name, f)
-
-    def get(self, name: str) -> torch.Tensor:
-        f = self._where.get(name)
-        if f is None:
-            raise _missing(name, self.files, len(self._where))
-        return self._sd[f][name].detach().to(torch.float32)
-
-
-def _torch_load(path: Path) -> dict[str, torch.Tensor]:
-    fix = "re-download it, or convert it to safetensors"
-    try:
-        try:
-            sd = torch.load(path, weights_only=True, mmap=True, map_location="cpu")
-        except RuntimeError as e:
-            if "mmap" not in str(e):
-                raise
-            # Files from before torch 1.6 (legacy, non-zip format) cannot be memory-mapped.
-            sd = torch.load(path, weights_only=True, map_location="cpu")
-    except Exception as e:  # torch raises RuntimeError, UnpicklingError, EOFError, ... for bad files
-        raise CorruptCheckpoint(
-            f"{path}: cannot load PyTorch weights ({type(e).__name__}: {str(e)[:200]}); {fix}"
-        ) from None
-    if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
-        sd = sd["state_dict"]
-    if not isinstance(sd, dict):
-        raise CorruptCheckpoint(f"{path} holds a {type(sd).__name__}, not a state dict of tensors; {fix}")
-    return {k: v for k, v in sd.items() if isinstance(v, torch.Tensor)}

@@ -21,8 +21,9 @@ import numpy as np
 import torch
 
 from .blocks import AttentionBlock
+from .contracts import SCORE_FIELDS as FIELDS
+from .contracts import resolve_device
 
-FIELDS = ("symmetry", "directionality", "fro_norm", "E_r", "E_c")
 # Above this many bytes a dense per-layer M is never formed, whatever the flop count says.
 DENSE_BYTES_LIMIT = 2 << 30
 # Row blocks of the block-triangular products: fewer blocks waste flops above the
@@ -33,15 +34,6 @@ MIN_TRIANGLE_BLOCK = 64
 # Elements of one chunk of products in the quadratic forms: 2 MB of float32 stays in
 # cache until it is reduced (a quarter less time than unchunked on CPU).
 QUAD_CHUNK_ELEMENTS = 1 << 19
-
-
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("--device cuda was asked for, but torch sees no CUDA device")
-    return dev
 
 
 def _excess(norms: torch.Tensor, n_std: float) -> torch.Tensor:
@@ -194,14 +186,9 @@ def _dense_is_cheaper(d_q: int, d_k: int, width: int, itemsize: int) -> bool:
     return 3.2 * d_q * d_k * width < 4.5 * (d_q + d_k) * width * width
 
 
-def layer_factors(block: AttentionBlock) -> tuple[torch.Tensor, torch.Tensor]:
-    """Q, K of the layer form M = sum_h Q_h K_kv(h)^T as one product of width n_kv * k:
-    query heads sharing a key head are summed first (GQA keeps the form narrow)."""
-    qt, kt = _layer_transposed(block.q.mT, block.k.mT, block.group_size)
-    return qt.T, kt.T
-
-
 def _layer_transposed(qt: torch.Tensor, kt: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Qt, Kt of the layer form M = sum_h Q_h K_kv(h)^T as one product of width n_kv * k:
+    query heads sharing a key head are summed first (GQA keeps the form narrow)."""
     (h_kv, k, d_q), d_k = kt.shape[:2] + qt.shape[-1:], kt.shape[-1]
     q_sum = qt.reshape(h_kv, group, k, d_q).sum(1) if group > 1 else qt
     return q_sum.reshape(h_kv * k, d_q), kt.reshape(h_kv * k, d_k)

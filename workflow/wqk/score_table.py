@@ -20,28 +20,15 @@ from tqdm import tqdm
 
 from .atomic import atomic_path
 from .blocks import AttentionBlock
-from .matrices import ModelInfo
-from .scores import FIELDS, resolve_device, score_block
+from .contracts import SCORE_FIELDS as FIELDS
+from .contracts import SCORES_SCHEMA, ModelInfo, resolve_device, stack_rank
+from .metrics import score_block
 
 if TYPE_CHECKING:
     import pandas as pd
 
-SCHEMA = pa.schema(
-    [
-        ("model", pa.string()),
-        ("provenance", pa.string()),
-        ("model_type", pa.string()),
-        ("synthetic", pa.bool_()),
-        ("stack", pa.string()),
-        *[(c, pa.int32()) for c in ("layer", "n_layers")],
-        ("scope", pa.string()),  # "layer" (head is null) or "head"
-        *[(c, pa.int32()) for c in ("head", "n_heads", "n_kv_heads", "d_q", "d_k", "head_dim")],
-        *[(f, pa.float64()) for f in FIELDS],
-        ("reason", pa.string()),  # why a score is NaN, else null
-    ]
-)
+SCHEMA = SCORES_SCHEMA
 COLUMNS = SCHEMA.names
-_STACK_ORDER = {"encoder": 0, "decoder": 1, "cross": 2}
 
 
 def _rows(info: ModelInfo, block: AttentionBlock, scores: dict, heads: list) -> list[dict]:
@@ -87,7 +74,7 @@ def to_table(rows: list[dict]) -> pa.Table:
         layers.setdefault(r["stack"], set()).add(r["layer"])
     rows = sorted(
         rows,
-        key=lambda r: (_STACK_ORDER.get(r["stack"], 9), r["stack"], r["layer"], r["head"] is not None, r["head"] or 0),
+        key=lambda r: (stack_rank(r["stack"]), r["stack"], r["layer"], r["head"] is not None, r["head"] or 0),
     )
     columns = {c: [r.get(c) for r in rows] for c in COLUMNS if c != "n_layers"}
     columns["n_layers"] = [len(layers[s]) for s in columns["stack"]]

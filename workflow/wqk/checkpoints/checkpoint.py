@@ -1,12 +1,13 @@
-"""A checkpoint as extraction sees it: a config dict and a store that yields tensors by name."""
+"""A checkpoint as the adapters see it: a config dict and a store that yields tensors by name."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 class TensorStore(Protocol):
@@ -15,7 +16,7 @@ class TensorStore(Protocol):
     def names(self) -> list[str]: ...
 
     def get(self, name: str) -> torch.Tensor:
-        """The tensor as float32 on CPU; raises errors.MissingTensor naming tensor and file."""
+        """The tensor on CPU; raises errors.MissingTensor naming tensor and file."""
         ...
 
     def __contains__(self, name: str) -> bool: ...

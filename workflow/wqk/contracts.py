@@ -1,0 +1,85 @@
+"""What the library, the rules and the figures agree on: stack names, objectives, the
+Parquet schemas, the statistic over layers, device resolution. One place for each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+STACKS = ("encoder", "decoder", "cross")
+STACK_ORDER = {s: i for i, s in enumerate(STACKS)}  # reading order, not alphabetical
+SELF_STACKS = ("encoder", "decoder")  # self-attention; "cross" attends across stacks
+OBJECTIVES = ("bidirectional", "autoregressive")
+MODALITIES = ("text", "vision", "audio")
+CROSS = "cross-attention"  # the objective column of a cross stack
+NULL_SUFFIX = " (null)"  # model name of a null reference: "<model> (null)"
+
+SCORE_FIELDS = ("symmetry", "directionality", "fro_norm", "E_r", "E_c")
+METRICS = ("symmetry", "directionality")  # the paper's two scores
+
+
+def stack_rank(stack: str) -> int:
+    return STACK_ORDER.get(stack, len(STACKS))
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """The identity of a model that every per-model output records."""
+
+    model: str
+    source: str
+    provenance: str
+    model_type: str
+    synthetic: bool
+
+
+MODEL_COLUMNS = [
+    ("model", pa.string()),
+    ("provenance", pa.string()),
+    ("model_type", pa.string()),
+    ("synthetic", pa.bool_()),
+]
+
+# results/scores/<slug>.parquet and results/null/<slug>.parquet: one row per layer
+# (scope "layer", head null) and one per head, sorted by stack, layer, head.
+SCORES_SCHEMA = pa.schema(
+    [
+        *MODEL_COLUMNS,
+        ("stack", pa.string()),
+        *[(c, pa.int32()) for c in ("layer", "n_layers")],
+        ("scope", pa.string()),  # "layer" (head is null) or "head"
+        *[(c, pa.int32()) for c in ("head", "n_heads", "n_kv_heads", "d_q", "d_k", "head_dim")],
+        *[(f, pa.float64()) for f in SCORE_FIELDS],
+        ("reason", pa.string()),  # why a score is NaN, else null
+    ]
+)
+
+
+def quartiles(values) -> tuple[float, float, float]:
+    """(median, q25, q75) of the finite values, numpy linear interpolation (as in the
+    authors' notebooks); NaNs if there are none."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return (np.nan, np.nan, np.nan)
+    q25, med, q75 = np.percentile(v, [25, 50, 75])
+    return (float(med), float(q25), float(q75))
+
+
+def resolve_device(device="auto"):
+    """A torch device: "auto" is CUDA when torch sees one, else CPU."""
+    import torch
+
+    from .errors import WqkError
+
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise WqkError(f"--device {device!r} is not a device: give auto, cpu or cuda") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise WqkError(f"--device {device} was asked for, but torch sees no CUDA device: use --device auto or cpu")
+    return dev
