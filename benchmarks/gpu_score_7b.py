@@ -8,7 +8,7 @@ Smaller, on a CPU:
 Writes a Llama-layout checkpoint (q_proj [hidden, hidden], k_proj [kv_heads*head_dim,
 hidden] per layer, bf16 safetensors, no MLP weights), then times
   one-shot: `wqk score FOLDER --out X.parquet --device D` (read, bf16->fp32, score, write)
-  resident: wqk.scores.score_block over all layers with q/k already on the device,
+  resident: wqk.metrics.score_block over all layers with q/k already on the device,
 and prints seconds and GB of q/k read per second beside the device-to-device copy
 bandwidth. Finally checks that CPU and DEVICE scores agree to 1e-5 on a few layers.
 """

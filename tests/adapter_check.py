@@ -19,6 +19,11 @@ eager attention that is exactly the [B, H, Tq, Tk] score tensor, scale and mask 
 
 Usage (see tests/test_adapters_core.py for complete recipes):
 
+    check_all(folder, inputs, modules)             # every stack and layer of a saved model
+
+or step by step:
+
+    block = next(adapter_blocks(open_checkpoint(str(folder))))
     model = load_for_check(folder)                 # eager, eval, float64, biases zeroed
     module = model.bert.encoder.layer[0].attention.self
     with capture(module) as calls:
@@ -27,6 +32,9 @@ Usage (see tests/test_adapters_core.py for complete recipes):
 
 or `check_module(block, module, lambda: model(input_ids=ids))` for the two steps at once,
 or `check_modules([(block, module), ...], run)` for every layer and stack in one forward.
+`compare(block, x, y, scores, scale)` is the comparison itself, for scores captured some
+other way (tests/test_adapters_paper.py captures x, y and the scores around the q/k
+projections instead).
 
 What the model must allow (and what to do otherwise):
 - eager attention: load with attn_implementation="eager" (sdpa/flash never call softmax;
@@ -53,12 +61,19 @@ What the model must allow (and what to do otherwise):
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
+from wqk.adapters import get_adapter
 from wqk.blocks import AttentionBlock
+from wqk.checkpoints import open_checkpoint
+
+
+def adapter_blocks(ckpt):
+    """The blocks the registered adapter of ckpt's model_type yields (weights only)."""
+    return get_adapter(ckpt.model_type, ckpt.model_id)(ckpt)
 
 
 @dataclass
@@ -193,6 +208,50 @@ def _scores_of(call: Call, shape: tuple) -> torch.Tensor:
     return found[0].double()
 
 
+def compare(
+    block: AttentionBlock,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    got: torch.Tensor,
+    scale: float,
+    *,
+    offset: torch.Tensor | None = None,
+    rtol: float | None = None,
+    masked_below: float = -1e4,
+    where: str = "",
+) -> float:
+    """Assert that the model's pre-softmax scores got [B, H, Tq, Tk] equal
+    scale * x Q_h K_kv(h)^T y (+ offset) for x [B, Tq, d_q] and y [B, Tk, d_k]; returns the
+    worst relative error (max |diff| / max |expected| over open positions, per head).
+
+    rtol defaults to 1e-9 for float64 inputs and 1e-4 otherwise. Positions whose captured
+    score is below masked_below (or not finite) count as masked and are skipped; at least a
+    third of the positions must be open, so a mask cannot hide a mismatch.
+    """
+    want = expected_scores(block, x, y, float(scale))
+    if offset is not None:
+        want = want + offset.double()
+    got = got.double()
+    what = f"{block.stack} layer {block.layer}" + (f", {where}" if where else "")
+    tol = rtol if rtol is not None else (1e-9 if x.dtype == torch.float64 else 1e-4)
+    open_ = torch.isfinite(got) & (got > masked_below)
+    if open_.double().mean() < 1 / 3:
+        raise AssertionError(f"{what}: only {int(open_.sum())} of {open_.numel()} scores unmasked")
+    diff = torch.where(open_, (got - want).abs(), torch.zeros_like(got)).amax(dim=(0, 2, 3))
+    size = torch.where(open_, want.abs(), torch.zeros_like(want)).amax(dim=(0, 2, 3))
+    if (size == 0).any():
+        zero = (size == 0).nonzero().flatten().tolist()
+        raise AssertionError(f"{what}: expected scores are all zero for heads {zero}")
+    rel = diff / size
+    bad = (rel > tol).nonzero().flatten().tolist()
+    if bad:
+        raise AssertionError(
+            f"{what}: the model's scores differ from x Q_h K_kv(h)^T y for heads {bad} "
+            f"(relative error {[f'{rel[h]:.2e}' for h in bad]}, tolerance {tol:.0e})"
+        )
+    return float(rel.max())
+
+
 def check(
     block: AttentionBlock,
     calls: list[Call],
@@ -204,40 +263,19 @@ def check(
     offset: Callable[[Call], torch.Tensor] | None = None,
     masked_below: float = -1e4,
 ) -> float:
-    """Assert that every captured call's scores match the block's factors; returns the worst
-    relative error (max |diff| / max |expected| over open positions, per head).
-
-    rtol defaults to 1e-9 for a float64 model and 1e-4 otherwise. Positions whose captured
-    score is below masked_below (or not finite) count as masked and are skipped; at least a
-    third of the positions must be open, so a mask cannot hide a mismatch.
-    """
+    """compare() every captured call's scores with the block's factors; returns the worst
+    relative error."""
     if not calls:
         raise AssertionError("the attention module was never called: wrong module, or forward not run?")
     worst = 0.0
     for n, call in enumerate(calls):
         x, y = query_input(call), key_input(call)
         s = scale if scale is not None else getattr(call.module, "scaling", block.q.shape[2] ** -0.5)
-        want = expected_scores(block, x, y, float(s))
-        if offset is not None:
-            want = want + offset(call).double()
-        got = _scores_of(call, tuple(want.shape))
-        tol = rtol if rtol is not None else (1e-9 if x.dtype == torch.float64 else 1e-4)
-        open_ = torch.isfinite(got) & (got > masked_below)
-        if open_.double().mean() < 1 / 3:
-            raise AssertionError(f"call {n}: only {int(open_.sum())} of {open_.numel()} scores unmasked")
-        diff = torch.where(open_, (got - want).abs(), torch.zeros_like(got)).amax(dim=(0, 2, 3))
-        size = torch.where(open_, want.abs(), torch.zeros_like(want)).amax(dim=(0, 2, 3))
-        if (size == 0).any():
-            raise AssertionError(f"call {n}: expected scores are all zero for heads {(size == 0).nonzero().flatten().tolist()}")
-        rel = diff / size
-        bad = (rel > tol).nonzero().flatten().tolist()
-        if bad:
-            raise AssertionError(
-                f"{block.stack} layer {block.layer}, call {n} of {type(call.module).__name__}: the model's "
-                f"scores differ from x Q_h K_kv(h)^T y for heads {bad} "
-                f"(relative error {[f'{rel[h]:.2e}' for h in bad]}, tolerance {tol:.0e})"
-            )
-        worst = max(worst, float(rel.max()))
+        got = _scores_of(call, (x.shape[0], block.n_heads, x.shape[1], y.shape[1]))
+        extra = offset(call) if offset is not None else None
+        where = f"call {n} of {type(call.module).__name__}"
+        err = compare(block, x, y, got, s, offset=extra, rtol=rtol, masked_below=masked_below, where=where)
+        worst = max(worst, err)
     return worst
 
 
@@ -253,3 +291,23 @@ def check_modules(pairs: list[tuple[AttentionBlock, torch.nn.Module]], run: Call
     with capture_many([m for _, m in pairs]) as calls:
         run()
     return max(check(b, c, **kwargs) for (b, _), c in zip(pairs, calls))
+
+
+def check_all(folder, inputs, modules, architecture: str | None = None) -> dict[str, int]:
+    """Adapter blocks of the checkpoint in folder vs the model loaded from it, every stack
+    and layer in one forward pass; returns layers per stack. inputs(model) gives the forward
+    kwargs, modules(model) {stack: [attention module per layer]}."""
+    found = list(adapter_blocks(open_checkpoint(str(folder))))
+    model = load_for_check(folder, architecture)
+    mods = modules(model)
+    by_stack: dict[str, list[AttentionBlock]] = {}
+    for b in found:
+        by_stack.setdefault(b.stack, []).append(b)
+    assert set(by_stack) == set(mods), f"adapter stacks {sorted(by_stack)} vs model stacks {sorted(mods)}"
+    kwargs = inputs(model)
+    pairs = []
+    for stack, bl in by_stack.items():
+        assert [b.layer for b in bl] == list(range(len(mods[stack])))
+        pairs += zip(bl, mods[stack])
+    check_modules(pairs, lambda: model(**kwargs))
+    return {s: len(bl) for s, bl in by_stack.items()}

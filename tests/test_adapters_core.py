@@ -18,19 +18,15 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).parent))
-from adapter_check import capture, check, check_modules, load_for_check  # noqa: E402
-
-from wqk.adapters import conv1d_heads, get_adapter, linear_heads, supported_model_types  # noqa: E402
-from wqk.blocks import AttentionBlock  # noqa: E402
-from wqk.errors import MissingTensor, UnsupportedModelType  # noqa: E402
-from wqk.checkpoints import open_checkpoint  # noqa: E402
-from wqk.tiny import TINY_CONFIGS, build_tiny  # noqa: E402
+from adapter_check import adapter_blocks, capture, check, check_all, check_modules, load_for_check
+from wqk.adapters import supported_model_types
+from wqk.adapters.common import conv1d_heads, linear_heads
+from wqk.blocks import AttentionBlock
+from wqk.checkpoints import open_checkpoint
+from wqk.errors import MissingTensor, UnsupportedModelType
+from wqk.tiny import TINY_CONFIGS, build_tiny
 
 B, T = 2, 9
-
-
-def adapter_blocks(ckpt):
-    return get_adapter(ckpt.model_type, ckpt.model_id)(ckpt)
 
 
 def _ids(model, n=T, low=3):
@@ -99,24 +95,6 @@ RECIPES = {
         },
     ),
 }
-
-
-def check_all(folder: Path, inputs, modules, architecture: str | None = None) -> dict[str, int]:
-    """Adapter blocks of folder vs the loaded model, every stack and layer; returns layers per stack."""
-    found = list(adapter_blocks(open_checkpoint(str(folder))))
-    model = load_for_check(folder, architecture)
-    mods = modules(model)
-    by_stack: dict[str, list[AttentionBlock]] = {}
-    for b in found:
-        by_stack.setdefault(b.stack, []).append(b)
-    assert set(by_stack) == set(mods), f"adapter stacks {sorted(by_stack)} vs model stacks {sorted(mods)}"
-    kwargs = inputs(model)
-    pairs = []
-    for stack, bl in by_stack.items():
-        assert [b.layer for b in bl] == list(range(len(mods[stack])))
-        pairs += zip(bl, mods[stack])
-    check_modules(pairs, lambda: model(**kwargs))
-    return {s: len(bl) for s, bl in by_stack.items()}
 
 
 def test_every_core_type_has_a_recipe():
@@ -237,6 +215,19 @@ def test_unknown_model_type_lists_supported(tmp_path):
     assert "no-such-arch" in msg
     for mt in ("bert", "gpt2", "gpt_neox", "llama", "t5", "whisper"):
         assert mt in msg
+
+
+def test_objectives_are_declared_at_registration():
+    from wqk.adapters import register, stack_objectives
+
+    assert stack_objectives("bert") == {"encoder": "bidirectional", "decoder": "autoregressive"}
+    assert stack_objectives("gpt2") == {"decoder": "autoregressive"}  # its cross stack carries none
+    with pytest.raises(UnsupportedModelType, match="no-such-arch"):
+        stack_objectives("no-such-arch")
+    for bad in (dict(cross="bidirectional"), dict(encoder="causal"), dict(encoders="bidirectional"), {}):
+        with pytest.raises(ValueError):
+            register("no-such-arch", **bad)
+    assert "no-such-arch" not in supported_model_types()
 
 
 @pytest.mark.parametrize(

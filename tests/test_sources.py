@@ -1,4 +1,4 @@
-"""wqk.sources / wqk.stores / wqk.ct2: every offline source form, and the errors for bad ones."""
+"""wqk.checkpoints (source, formats, ctranslate2): every offline source form, and the errors for bad ones."""
 
 from __future__ import annotations
 
@@ -423,7 +423,7 @@ def test_ct2_bad_version_truncated_and_other_spec(tmp_path):
         Ct2WhisperStore(f)
 
 
-# --- hub routing (no network: wqk.hub is replaced) ------------------------------------------
+# --- hub routing (no network: wqk.checkpoints.hub is replaced) ------------------------------------------
 
 
 @pytest.fixture

@@ -250,14 +250,6 @@ def test_two_runs_from_scratch_are_byte_identical(finished, tmp_path):
     assert first_digests == second_digests
 
 
-def test_snakefmt_clean():
-    r = subprocess.run(
-        [str(BIN / "snakefmt"), "--check", "Snakefile", "workflow/rules"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
 def test_hf_token_is_optional_and_passed_on_when_set(workdir):
     env_has = snakemake(workdir, "-n", "--configfile", TEST_CONFIG)
     assert env_has.returncode == 0, env_has.stdout[-2000:]

@@ -36,7 +36,7 @@ def scores(model: str, layers: dict[str, list[tuple[float, float]]], n_heads: in
 
 
 CATALOGUE_HEADER = [
-    "slug", "model_id", "family", "modality", "n_params", "figure", "synthetic",
+    "slug", "model_id", "source", "family", "modality", "n_params", "figure", "synthetic",
     "objective_encoder", "objective_decoder", "objective_cross", "notes",
 ]  # fmt: skip
 
@@ -47,7 +47,7 @@ def catalogue(entries: list[dict]) -> pd.DataFrame:
     rows = []
     for e in entries:
         row = {c: "" for c in CATALOGUE_HEADER}
-        row |= {"slug": slug(e["model_id"]), "synthetic": "false"} | {k: str(v) for k, v in e.items()}
+        row |= {"slug": slug(e["model_id"]), "source": e["model_id"], "synthetic": "false"} | {k: str(v) for k, v in e.items()}
         rows.append(row)
     return pd.DataFrame(rows, columns=CATALOGUE_HEADER)
 

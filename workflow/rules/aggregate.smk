@@ -11,7 +11,8 @@ rule catalogue:
         "logs/catalogue.log",
     localrule: True
     run:
-        write_catalogue(output[0], log[0])
+        write_catalogue(CATALOGUE, output[0])
+        Path(log[0]).write_text(f"{len(CATALOGUE)} models from {config['catalogue']}\n")
 
 
 rule aggregate:

@@ -5,26 +5,23 @@ deterministic. The catalogue is validated line by line so an error names the fil
 line and the column.
 """
 
-import csv
 import os
 import sys
 from pathlib import Path
 
-import jsonschema
-import yaml
 from snakemake.exceptions import WorkflowError
 
-# `wqk.slug` is the one place where model ids become paths; importing the package's
-# __init__ needs no dependencies, so the source tree is enough when wqk is not installed.
+# The catalogue loader and the source parser are the package's own; they need no torch,
+# so the source tree is enough when wqk is not installed.
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 from wqk import slug as model_slug  # noqa: E402
+from wqk.catalogue import CatalogueError, load_catalogue, write_catalogue  # noqa: E402
+from wqk.checkpoints.source import parse_source  # noqa: E402
 
 # Rules call the `wqk` command: find it beside the Python that runs Snakemake, so that
 # `.venv/bin/snakemake` works without activating the venv.
 shell.prefix(f'set -euo pipefail; PATH="{Path(sys.executable).parent}:$PATH"; ')
 
-SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
-STACKS = ("encoder", "decoder", "cross")
 # Long name of each training objective in run names, as the paper names its runs.
 OBJECTIVE_SHORT = {"bidirectional": "encoder", "autoregressive": "decoder"}
 # Figure key of a scores-vs-parameters figure -> modality of its models.
@@ -33,110 +30,17 @@ GROUP_MODALITY = {"language": "text", "vision": "vision", "audio": "audio"}
 
 # ---------------------------------------------------------------- catalogue
 
-
-def _cell(value, spec):
-    """A TSV cell as the JSON type its schema property expects."""
-    types = spec.get("type", "string")
-    types = types if isinstance(types, list) else [types]
-    if value == "" and "null" in types:
-        return None
-    if "integer" in types:
-        try:
-            return int(value)
-        except ValueError:
-            return value  # left as text: the schema names the bad cell
-    if "boolean" in types:
-        return {"true": True, "false": False}.get(value.strip().lower(), value)
-    return value
-
-
-def load_catalogue(path):
-    """Validated catalogue rows (dicts, in file order, defaults filled, slugs derived)."""
-    schema = yaml.safe_load((SCHEMAS / "catalogue.schema.yaml").read_text())
-    props = schema["properties"]
-    validator = jsonschema.Draft202012Validator(schema)
-    if not os.path.exists(path):
-        raise WorkflowError(
-            f"catalogue {path} not found: set `catalogue:` in the config file"
-        )
-    with open(path, newline="") as f:
-        numbered = [
-            (n, l)
-            for n, l in enumerate(f, start=1)
-            if l.strip() and not l.lstrip().startswith("#")
-        ]
-    reader = csv.DictReader([l for _, l in numbered], delimiter="\t")
-    rows, seen = [], {}
-    for (lineno, _), raw in zip(numbered[1:], reader):
-        where = f"catalogue {path}, line {lineno}"
-        if None in raw or None in raw.values():
-            raise WorkflowError(
-                f"{where}: wrong number of tab-separated cells (header has {len(reader.fieldnames)})"
-            )
-        row = {
-            k: _cell(v.strip(), props.get(k, {}))
-            for k, v in raw.items()
-            if not (v.strip() == "" and "default" in props.get(k, {}))
-        }
-        errors = sorted(validator.iter_errors(row), key=lambda e: list(e.path))
-        if errors:
-            e = errors[0]
-            column = e.path[0] if e.path else None
-            if column is None and e.validator == "additionalProperties":
-                unknown = sorted(set(row) - set(props))
-                raise WorkflowError(
-                    f"{where}: unknown column(s) {unknown}; allowed: {sorted(props)}"
-                )
-            col = f"column '{column}'" if column else "row"
-            raise WorkflowError(f"{where}, {col}: {e.message}")
-        for key, spec in props.items():
-            row.setdefault(key, spec.get("default"))
-        row["slug"] = row["slug"] or model_slug(row["model_id"])
-        if not (row["objective_encoder"] or row["objective_decoder"]):
-            raise WorkflowError(
-                f"{where}: give objective_encoder and/or objective_decoder"
-            )
-        if row["slug"] in seen:
-            raise WorkflowError(
-                f"{where}: duplicate slug '{row['slug']}' (also on line {seen[row['slug']]})"
-            )
-        seen[row["slug"]] = lineno
-        rows.append({k: row[k] for k in props})  # schema order: stable columns
-    if not rows:
-        raise WorkflowError(f"catalogue {path} has no models")
-    return rows
-
-
-CATALOGUE = load_catalogue(config["catalogue"])
+try:
+    CATALOGUE = load_catalogue(config["catalogue"])
+except CatalogueError as e:
+    raise WorkflowError(str(e)) from None
 MODELS = {row["slug"]: row for row in CATALOGUE}
 SLUGS = list(MODELS)
-CATALOGUE_COLUMNS = list(CATALOGUE[0])
-
-
-def write_catalogue(path, log):
-    """Write the validated catalogue (slugs filled in) as TSV, atomically."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, CATALOGUE_COLUMNS, delimiter="\t", lineterminator="\n")
-        w.writeheader()
-        for row in CATALOGUE:
-            w.writerow({k: "" if v is None else v for k, v in row.items()})
-    os.replace(tmp, path)
-    Path(log).write_text(f"{len(CATALOGUE)} models from {config['catalogue']}\n")
 
 
 def source_kind(source):
-    if source.startswith("pypi:"):
-        return "pypi"
-    if source.startswith("tiny:"):
-        return "tiny"
-    if os.path.isabs(source) or source.startswith("."):
-        return "folder"
-    return "hub"
-
-
-def slugs_of_kind(kind):
-    return [s for s, row in MODELS.items() if source_kind(row["source"]) == kind]
+    """folder, pypi, tiny or hub (wqk.checkpoints.source, as the command line reads it)."""
+    return parse_source(source).kind
 
 
 def figure_groups(key):

@@ -1,4 +1,15 @@
-# Per model: (fetch | build tiny) -> extract -> score -> null reference.
+# Per model: (fetch | build tiny) -> score, one job that reads the weights once and writes
+# the scores, the matrices file and the null reference (a separate null job would spend
+# about a second importing torch: a third of scoring a 2 GB model).
+
+
+# The null reference is an output of `score` when the config activates it.
+NULL_OUTPUT = (
+    {"null": "results/null/{slug}.parquet"}
+    if config["activate"]["null_reference"]
+    else {}
+)
+NULL_SEED = config["null_reference"]["seed"]
 
 
 rule tiny:
@@ -43,35 +54,16 @@ rule fetch:
         "wqk fetch {params.source} --out {output} --revision {params.revision} > {log} 2>&1"
 
 
-rule extract:
-    """Per-head Q_h, K_h of every attention layer, one row group per layer."""
+rule score:
+    """Scores, matrices (each key head once, at the checkpoint's precision) and null
+    reference of one model, in one pass over its weights (CUDA when the job has a GPU).
+    """
     input:
         get_extract_input,
     output:
-        "results/matrices/{slug}.parquet",
-    log:
-        "logs/extract/{slug}.log",
-    benchmark:
-        "benchmarks/extract-{slug}.tsv"
-    conda:
-        "../envs/wqk.yaml"
-    resources:
-        mem_mb=8000,
-        runtime=60,
-    params:
-        source=get_extract_source,
-        name=lambda wc: MODELS[wc.slug]["model_id"],
-        synthetic=lambda wc: "--synthetic" if MODELS[wc.slug]["synthetic"] else "",
-    shell:
-        "wqk extract {params.source:q} --name {params.name:q} {params.synthetic} --out {output} > {log} 2>&1"
-
-
-rule score:
-    """Symmetry and directionality per head and per layer (CUDA when the job has a GPU)."""
-    input:
-        "results/matrices/{slug}.parquet",
-    output:
-        "results/scores/{slug}.parquet",
+        **NULL_OUTPUT,
+        scores="results/scores/{slug}.parquet",
+        matrices="results/matrices/{slug}.parquet",
     log:
         "logs/score/{slug}.log",
     benchmark:
@@ -81,31 +73,16 @@ rule score:
     threads: 2
     resources:
         mem_mb=8000,
-        runtime=60,
+        runtime=120,
         gpu=1,
     params:
+        source=get_extract_source,
+        name=lambda wc: MODELS[wc.slug]["model_id"],
+        synthetic=lambda wc: "--synthetic" if MODELS[wc.slug]["synthetic"] else "",
         device=config["score"]["device"],
+        null=lambda wc, output: (
+            f"--null-out {output.null} --null-seed {NULL_SEED}" if NULL_OUTPUT else ""
+        ),
     shell:
-        "wqk score {input} --out {output} --device {params.device} > {log} 2>&1"
-
-
-rule null_reference:
-    """Scores of random Gaussian Q, K with the model's shapes (synthetic, fixed seed)."""
-    input:
-        "results/scores/{slug}.parquet",
-    output:
-        "results/null/{slug}.parquet",
-    log:
-        "logs/null/{slug}.log",
-    benchmark:
-        "benchmarks/null-{slug}.tsv"
-    conda:
-        "../envs/wqk.yaml"
-    threads: 2
-    resources:
-        mem_mb=4000,
-        runtime=30,
-    params:
-        seed=config["null_reference"]["seed"],
-    shell:
-        "wqk null --scores {input} --out {output} --seed {params.seed} > {log} 2>&1"
+        "wqk score {params.source:q} --name {params.name:q} {params.synthetic} --device {params.device}"
+        " --matrices-out {output.matrices} {params.null} --out {output.scores} > {log} 2>&1"

@@ -2,29 +2,13 @@
 
 The paper's statistic is the median and interquartile range over LAYERS (scope="layer"
 rows of the scores Parquet); the same over HEADS is our extension (columns `head_*`).
-Quantiles are numpy's (linear interpolation), as in the authors' notebooks; NaN scores
-(zero or non-square forms, see wqk.scores) are left out and counted.
-
-Catalogue (TSV, one line per checkpoint) columns read here (others are kept out):
-
-    slug               filesystem-safe name of the model (empty: wqk.slug(model_id))
-    model_id           the id that the scores Parquet carries in its `model` column
-    family             model family, free text (e.g. "BERT")
-    modality           text | vision | audio
-    n_params           parameter count (may be empty: figures leave such points out)
-    figure             comma-separated figure keys the model belongs to (may be empty)
-    synthetic          true | false (tiny random models: never data)
-    objective_encoder  bidirectional | autoregressive | empty   (objective of each stack;
-    objective_decoder  bidirectional | autoregressive | empty    empty where the model has
-    objective_cross    bidirectional | autoregressive | empty    no such stack)
-    notes              free text
-
-Lines starting with "#" are comments; other columns (source, revision, ...) are ignored.
+Quantiles are numpy's (linear interpolation, wqk.contracts.quartiles); NaN scores (zero or
+non-square forms, see wqk.metrics) are left out and counted. Models are joined to their
+catalogue line (wqk.catalogue) by model_id, else by slug.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 from pathlib import Path
@@ -34,37 +18,16 @@ import pandas as pd
 
 from . import slug as make_slug
 from .atomic import atomic_path
+from .catalogue import CatalogueError, check_catalogue, read_catalogue
+from .contracts import CROSS, METRICS, NULL_SUFFIX, quartiles, stack_rank
 from .errors import WqkError
+
+__all__ = ["CatalogueError", "aggregate", "check_catalogue", "read_catalogue", "read_scores", "write_outputs"]
 
 log = logging.getLogger(__name__)
 
-CATALOGUE_COLUMNS = (
-    "slug", "model_id", "family", "modality", "n_params", "figure", "synthetic",
-    "objective_encoder", "objective_decoder", "objective_cross", "notes",
-)  # fmt: skip
-MODALITIES = ("text", "vision", "audio")
-OBJECTIVES = ("bidirectional", "autoregressive")
-METRICS = ("symmetry", "directionality")
-STACK_ORDER = {"encoder": 0, "decoder": 1, "cross": 2}
-NULL_SUFFIX = " (null)"
-CROSS = "cross-attention"  # objective of a cross stack the catalogue leaves empty
-
-
-class CatalogueError(WqkError):
-    pass
-
 
 # ---------------------------------------------------------------- statistics
-def quartiles(values) -> tuple[float, float, float]:
-    """(median, q25, q75) of the finite values, numpy linear interpolation; NaNs if none."""
-    v = np.asarray(values, dtype=np.float64)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return (np.nan, np.nan, np.nan)
-    q25, med, q75 = np.percentile(v, [25, 50, 75])
-    return (float(med), float(q25), float(q75))
-
-
 def summarise(df: pd.DataFrame, by: list[str], metrics=METRICS, prefix: str = "") -> pd.DataFrame:
     """Median and quartiles of each metric per group: columns {prefix}{metric}_{median,q25,q75}."""
     rows = []
@@ -80,55 +43,6 @@ def summarise(df: pd.DataFrame, by: list[str], metrics=METRICS, prefix: str = ""
 
 
 # ---------------------------------------------------------------- inputs
-def _as_bool(series: pd.Series) -> pd.Series:
-    text = series.astype(str).str.strip().str.lower()
-    return text.isin(("true", "1", "yes", "y", "t"))
-
-
-def read_catalogue(path: str | os.PathLike) -> pd.DataFrame:
-    """The catalogue TSV, checked: a missing column is named in the error."""
-    try:
-        with open(path, encoding="utf-8") as f:  # lines starting with "#" are comments
-            lines = [line for line in f if not line.lstrip().startswith("#")]
-        cat = pd.read_csv(io.StringIO("".join(lines)), sep="\t", dtype=str, keep_default_na=False)
-    except FileNotFoundError as e:
-        raise CatalogueError(f"catalogue {path} not found: write it first (the workflow's catalogue rule)") from e
-    return check_catalogue(cat, str(path))
-
-
-def check_catalogue(cat: pd.DataFrame, origin: str = "catalogue") -> pd.DataFrame:
-    """Required columns present, modality known, ids unique; synthetic as bool, n_params as float."""
-    missing = [c for c in CATALOGUE_COLUMNS if c not in cat.columns]
-    if missing:
-        raise CatalogueError(
-            f"{origin} lacks column(s) {', '.join(missing)}; "
-            f"expected tab-separated columns: {', '.join(CATALOGUE_COLUMNS)}"
-        )
-    cat = cat[list(CATALOGUE_COLUMNS)].copy()
-    for c in CATALOGUE_COLUMNS:
-        if c not in ("synthetic", "n_params"):
-            cat[c] = cat[c].fillna("").astype(str).str.strip()
-    for stack in STACK_ORDER:  # "empty", "none", "-" all mean: no such stack
-        col = f"objective_{stack}"
-        cat[col] = cat[col].str.lower().replace({"empty": "", "none": "", "-": "", "n/a": ""})
-    empty_slug = cat["slug"] == ""
-    cat.loc[empty_slug, "slug"] = cat.loc[empty_slug, "model_id"].map(make_slug)
-    bad = sorted(set(cat["modality"]) - set(MODALITIES))
-    if bad:
-        raise CatalogueError(f"{origin}: modality {bad} not one of {MODALITIES}")
-    for stack in STACK_ORDER:
-        wrong = sorted(set(cat[f"objective_{stack}"]) - {"", *OBJECTIVES})
-        if wrong:
-            raise CatalogueError(f"{origin}: objective_{stack} {wrong} not one of {OBJECTIVES} (or empty)")
-    if cat["synthetic"].dtype != bool:
-        cat["synthetic"] = _as_bool(cat["synthetic"])
-    cat["n_params"] = pd.to_numeric(cat["n_params"].replace("", np.nan), errors="coerce").astype(float)
-    dup = cat["model_id"][cat["model_id"].duplicated()].tolist()
-    if dup:
-        raise CatalogueError(f"{origin}: model_id listed twice: {dup}")
-    return cat
-
-
 def read_scores(paths) -> pd.DataFrame:
     frames = []
     for p in paths:
@@ -195,34 +109,32 @@ def _sort(df: pd.DataFrame, keys=("model", "stack")) -> pd.DataFrame:
     keys = [k for k in keys if k in df.columns]
     order = df[keys].copy()
     if "stack" in order:  # encoder, decoder, cross: reading order, not alphabetical
-        order.insert(keys.index("stack"), "_stack_rank", order["stack"].map(lambda s: STACK_ORDER.get(s, 9)))
+        order.insert(keys.index("stack"), "_stack_rank", order["stack"].map(stack_rank))
     idx = order.sort_values(list(order.columns), kind="stable").index
     return df.loc[idx].reset_index(drop=True)
 
 
+_META = ["objective", "modality", "family", "n_params", "synthetic"]
+
+
+def _long_table(ann: pd.DataFrame, scope: str, keys: list[str]) -> pd.DataFrame:
+    """Rows of one scope with relative depth layer / (n_layers - 1), in reading order."""
+    rows = ann[ann["scope"] == scope].copy()
+    n = rows["n_layers"].astype(int)
+    rows["relative_depth"] = np.where(n > 1, rows["layer"].astype(float) / (n - 1).clip(lower=1), 0.0)
+    cols = [*keys, "n_layers", "relative_depth", "symmetry", "directionality", *_META]
+    rows = rows[["model", "slug", *cols[1:]]].astype({k: "int32" for k in (*keys[2:], "n_layers")})
+    return _sort(rows, keys)
+
+
 def layer_table(ann: pd.DataFrame) -> pd.DataFrame:
-    """Long table of per-layer scores with relative depth layer / (n_layers - 1)."""
-    lay = ann[ann["scope"] == "layer"].copy()
-    n = lay["n_layers"].astype(int)
-    lay["relative_depth"] = np.where(n > 1, lay["layer"].astype(float) / (n - 1).clip(lower=1), 0.0)
-    cols = [
-        "model", "slug", "stack", "layer", "n_layers", "relative_depth", "symmetry", "directionality",
-        "objective", "modality", "family", "n_params", "synthetic",
-    ]  # fmt: skip
-    lay = lay[cols].astype({"layer": "int32", "n_layers": "int32"})
-    return _sort(lay, ("model", "stack", "layer"))
+    """Long table of per-layer scores."""
+    return _long_table(ann, "layer", ["model", "stack", "layer"])
 
 
 def head_table(ann: pd.DataFrame) -> pd.DataFrame:
-    hd = ann[ann["scope"] == "head"].copy()
-    n = hd["n_layers"].astype(int)
-    hd["relative_depth"] = np.where(n > 1, hd["layer"].astype(float) / (n - 1).clip(lower=1), 0.0)
-    cols = [
-        "model", "slug", "stack", "layer", "head", "n_layers", "relative_depth", "symmetry",
-        "directionality", "objective", "modality", "family", "n_params", "synthetic",
-    ]  # fmt: skip
-    hd = hd[cols].astype({"layer": "int32", "head": "int32", "n_layers": "int32"})
-    return _sort(hd, ("model", "stack", "layer", "head"))
+    """Long table of per-head scores."""
+    return _long_table(ann, "head", ["model", "stack", "layer", "head"])
 
 
 def model_table(ann: pd.DataFrame, null: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -56,6 +56,37 @@ SCORES_SCHEMA = pa.schema(
     ]
 )
 
+# results/matrices/<slug>.parquet (`wqk extract`, `wqk score --matrices-out`): the per-head
+# factors of every attention layer, one row group per (stack, layer). In a layer, one row
+# per query head (factor "q", head 0..n_heads-1), then one per key head (factor "k", head
+# 0..n_kv_heads-1): a key head is stored once, however many query heads share it; a q
+# row's kv_head names its key head (head // (n_heads // n_kv_heads)). `weight` holds the
+# head's rows of W_q or W_k, head_dim x d row-major (d = d_q for q, d_k for k), that is
+# Q_h^T with query_h = Q_h^T x, as nn.Linear stores them: the raw little-endian bytes at
+# the checkpoint's precision, named by `dtype` (float32, float16, or bfloat16 = the high
+# half of a float32). numpy: np.frombuffer(weight, "<f4" or "<f2").reshape(head_dim, d);
+# bfloat16: (np.frombuffer(weight, "<u2").astype(np.uint32) << 16).view(np.float32).
+MATRICES_DTYPES = ("float32", "float16", "bfloat16")
+MATRICES_SCHEMA = pa.schema(
+    [
+        ("model", pa.string()),
+        ("source", pa.string()),
+        *MODEL_COLUMNS[1:],
+        ("stack", pa.string()),
+        ("layer", pa.int32()),
+        ("factor", pa.string()),  # "q" or "k"
+        ("head", pa.int32()),  # query head (factor q) or key head (factor k)
+        ("kv_head", pa.int32()),  # the key head a query head uses; a key head's own index
+        *[(c, pa.int32()) for c in ("n_heads", "n_kv_heads", "d_q", "d_k", "head_dim")],
+        ("dtype", pa.string()),  # the checkpoint's precision of this factor
+        ("weight", pa.large_binary()),  # head_dim x d values, row-major, little-endian
+    ],
+    metadata={
+        b"wqk.matrices": b"one row per head: factor q (query heads), then k (each key head once) of a layer; "
+        b"weight = the head's rows of W_q or W_k (Q_h^T), head_dim x d row-major, little-endian, in dtype"
+    },
+)
+
 
 def quartiles(values) -> tuple[float, float, float]:
     """(median, q25, q75) of the finite values, numpy linear interpolation (as in the

@@ -26,11 +26,11 @@ import re
 import numpy as np
 import pandas as pd
 
+from .contracts import SELF_STACKS
 from .errors import WqkError
 
 TOLERANCE = 0.02
 METRICS = ("symmetry", "directionality")
-SELF_STACKS = ("encoder", "decoder")
 
 # (pattern in models.csv notes, the expected cause written in the comparison); the last
 # one is about grouping only, so it does not explain a numerical difference.

@@ -11,25 +11,21 @@ Names: [albert.]encoder.albert_layer_groups.{g}.albert_layers.{i}.attention.{que
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..blocks import AttentionBlock
 from ..checkpoints import Checkpoint
-from ..errors import MissingTensor
-from . import config_get, find_prefix, linear_heads, register
+from . import BI, register
+from .common import config_get, find_prefix, layer_indices, linear_heads
 
-_PROBE = r"encoder\.albert_layer_groups\.\d+\.albert_layers\.\d+\.attention\.(query|key)\.weight"
+_PROBE = r"encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.attention\.(?:query|key)\.weight"
 
 
-@register("albert")
+@register("albert", encoder=BI)
 def albert_blocks(ckpt: Checkpoint) -> Iterator[AttentionBlock]:
     prefix = find_prefix(ckpt, ["albert.", "model.", ""], _PROBE)
     heads = int(config_get(ckpt, "num_attention_heads"))
-    rx = re.compile(re.escape(prefix) + _PROBE.replace(r"\d+", r"(\d+)"))
-    pairs = sorted({(int(m[1]), int(m[2])) for n in ckpt.store.names() if (m := rx.fullmatch(n))})
-    if not pairs:  # find_prefix matched, so this only guards against a changed probe
-        raise MissingTensor(f"{ckpt.model_id}: no ALBERT attention weights under prefix {prefix!r}")
-    for layer, (g, i) in enumerate(pairs):
+    for layer, (g, i) in enumerate(layer_indices(ckpt, re.escape(prefix) + _PROBE)):
         name = f"{prefix}encoder.albert_layer_groups.{g}.albert_layers.{i}.attention.{{}}.weight"
         wq = ckpt.store.get(name.format("query"))
         wk = ckpt.store.get(name.format("key"))

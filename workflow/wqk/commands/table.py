@@ -7,25 +7,19 @@ from __future__ import annotations
 
 import logging
 
-from .. import tables
-from ._inputs import load_inputs, pairs, params
+from . import _render
 
 log = logging.getLogger(__name__)
 
 
 def add_arguments(p):
-    p.add_argument("name", help="table module in wqk.tables (e.g. scores_language)")
-    p.add_argument("--in", dest="inputs", nargs="+", default=[], metavar="KEY=PATH", help="inputs by key")
-    p.add_argument("--param", dest="params", nargs="*", default=[], metavar="KEY=VALUE", help="build() keywords")
-    p.add_argument("--out", required=True, help="output stem: writes STEM.csv, STEM.md, STEM.tex")
+    _render.add_arguments(p, "table", "build", "output stem: writes STEM.csv, STEM.md, STEM.tex")
 
 
 def run(args) -> int:
-    module = tables.get(args.name)
-    kwargs = params(args.params)
-    data = load_inputs(module, pairs(args.inputs, "--in"), kwargs)
-    df = module.build(data, **kwargs)
-    caption = getattr(module, "CAPTION", None)
-    for path in tables.write(df, args.out, caption=caption):
+    from .. import tables
+
+    module, kwargs, data = _render.prepare("table", args)
+    for path in tables.write(module.build(data, **kwargs), args.out, caption=getattr(module, "CAPTION", None)):
         log.info("wrote %s", path)
     return 0

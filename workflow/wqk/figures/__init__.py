@@ -8,7 +8,6 @@ pyplot state), in the paper's look: 7 pt fonts, single (3.5 in) or double (7 in)
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import os
 from pathlib import Path
@@ -18,6 +17,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..atomic import atomic_path
+from ..contracts import MODALITIES, OBJECTIVES
 
 logging.getLogger("fontTools").setLevel(logging.WARNING)  # font subsetting chatter on every PDF
 
@@ -27,8 +27,7 @@ DPI = 300
 
 # The paper: navy for bidirectional (encoder-only), purple for autoregressive (decoder-only).
 COLOURS = {"bidirectional": "navy", "autoregressive": "purple"}
-OBJECTIVE_ORDER = ("bidirectional", "autoregressive")
-MODALITIES = ("text", "vision", "audio")
+OBJECTIVE_ORDER = OBJECTIVES
 STACK_COLOURS = {"encoder": "navy", "decoder": "purple", "cross": "grey"}
 OTHER = "grey"
 NULL_COLOUR = "0.55"
@@ -113,14 +112,3 @@ def save(fig: Figure, out_pdf: str | os.PathLike) -> tuple[Path, Path]:
             with atomic_path(out) as tmp:
                 fig.savefig(tmp, format=fmt, metadata=meta, dpi=DPI)
     return out_pdf, out_png
-
-
-def get(name: str):
-    """The module wqk.figures.<name> (its `draw`); a clear error for an unknown name."""
-    from ..errors import WqkError
-
-    here = Path(__file__).parent
-    known = sorted(p.stem for p in here.glob("*.py") if not p.stem.startswith("_"))
-    if name not in known:
-        raise WqkError(f"no figure named {name!r}; known figures: {', '.join(known)}")
-    return importlib.import_module(f"{__name__}.{name}")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import DOUBLE, STACK_COLOURS, new_figure, no_data, params_axis, score_axis, style
-from .scores_vs_params import METRICS, plot_points, select
+from . import DOUBLE, STACK_COLOURS, no_data
+from .scores_vs_params import metric_panels, plot_points, select
 
 
 def encdec(models, modality=None, figure=None):
@@ -24,19 +24,13 @@ def encdec(models, modality=None, figure=None):
 def draw(data: dict, modality: str | None = None, figure: str | None = None, width=DOUBLE, height=2.4):
     df = encdec(data["models"], modality, figure)
     df = df[np.isfinite(df["n_params"].astype(float))]
-    with style():
-        fig, axes = new_figure(width, height, ncols=2)
-        handles = []
-        for ax, metric in zip(axes[0], METRICS):
-            params_axis(ax, df["n_params"].astype(float))
-            score_axis(ax, metric)
-            ax.set_title(f"{metric}: encoder vs decoder stacks")
-            if df.empty:
-                no_data(ax, "no encoder-decoder models")
-                continue
-            for _, g in df.groupby("model", sort=True):
-                ax.plot(g["n_params"], g[f"{metric}_median"], color="0.75", lw=0.5, zorder=0)
-            handles = plot_points(ax, df, metric, by="stack", palette=STACK_COLOURS, suffix=" stack")
-        if handles:
-            fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4))
-    return fig
+
+    def panel(ax, metric):
+        if df.empty:
+            no_data(ax, "no encoder-decoder models")
+            return None
+        for _, g in df.groupby("model", sort=True):
+            ax.plot(g["n_params"], g[f"{metric}_median"], color="0.75", lw=0.5, zorder=0)
+        return plot_points(ax, df, metric, by="stack", palette=STACK_COLOURS, suffix=" stack")
+
+    return metric_panels(df, width, height, lambda metric: f"{metric}: encoder vs decoder stacks", panel)

@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from ..contracts import SELF_STACKS
 from . import COLOURS, DOUBLE, NULL_COLOUR, OTHER, label, new_figure, no_data, params_axis, score_axis, style
 
 METRICS = ("symmetry", "directionality")
-SELF_STACKS = ("encoder", "decoder")
 
 
 def select(models: pd.DataFrame, modality: str | None = None, figure: str | None = None) -> pd.DataFrame:
@@ -58,23 +58,33 @@ def plot_points(ax, df: pd.DataFrame, metric: str, by: str = "objective", palett
     return [handles[k] for k in sorted(handles)]
 
 
-def draw(data: dict, modality: str = "text", figure: str | None = None, width: float = DOUBLE, height: float = 2.4):
-    df = select(data["models"], modality, figure)
+def metric_panels(df, width: float, height: float, title, panel):
+    """One panel per score against the parameter count; panel(ax, metric) draws into it and
+    returns its legend handles (None when it had nothing to draw)."""
     with style():
         fig, axes = new_figure(width, height, ncols=2)
         handles = []
         for ax, metric in zip(axes[0], METRICS):
             params_axis(ax, df["n_params"].astype(float))
             score_axis(ax, metric)
-            ax.set_title(f"{metric} ({modality} models)")
-            if df.empty or not np.isfinite(df["n_params"].astype(float)).any():
-                no_data(ax, f"no {modality} models" if df.empty else "no parameter counts")
-                continue
-            handles = plot_points(ax, df, metric)
-            unknown = df.loc[~np.isfinite(df["n_params"].astype(float)), "model"].nunique()
-            if unknown:
-                ax.text(0.98, 0.02, f"{unknown} model(s) without a parameter count not shown", ha="right",
-                        va="bottom", transform=ax.transAxes, color="0.4", fontsize=7)  # fmt: skip
+            ax.set_title(title(metric))
+            handles = panel(ax, metric) or handles
         if handles:
             fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4))
     return fig
+
+
+def draw(data: dict, modality: str = "text", figure: str | None = None, width: float = DOUBLE, height: float = 2.4):
+    df = select(data["models"], modality, figure)
+
+    def panel(ax, metric):
+        if df.empty or not np.isfinite(df["n_params"].astype(float)).any():
+            no_data(ax, f"no {modality} models" if df.empty else "no parameter counts")
+            return None
+        unknown = df.loc[~np.isfinite(df["n_params"].astype(float)), "model"].nunique()
+        if unknown:
+            ax.text(0.98, 0.02, f"{unknown} model(s) without a parameter count not shown", ha="right",
+                    va="bottom", transform=ax.transAxes, color="0.4", fontsize=7)  # fmt: skip
+        return plot_points(ax, df, metric)
+
+    return metric_panels(df, width, height, lambda metric: f"{metric} ({modality} models)", panel)

@@ -7,7 +7,6 @@ output does not depend on optional packages (tabulate, jinja2) or their versions
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 from numbers import Integral, Real
@@ -99,14 +98,3 @@ def write(df: pd.DataFrame, stem: str | os.PathLike, caption: str | None = None)
     write_text(paths[1], md)
     write_text(paths[2], to_latex(df, caption))
     return paths
-
-
-def get(name: str):
-    """The module wqk.tables.<name>; a clear error for an unknown name."""
-    from ..errors import WqkError
-
-    here = Path(__file__).parent
-    known = sorted(p.stem for p in here.glob("*.py") if not p.stem.startswith("_"))
-    if name not in known:
-        raise WqkError(f"no table named {name!r}; known tables: {', '.join(known)}")
-    return importlib.import_module(f"{__name__}.{name}")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..contracts import MODALITIES, OBJECTIVES, stack_rank
 from . import params_text, quartile_text
 
-STACK_ORDER = {"encoder": 0, "decoder": 1, "cross": 2}
-OBJECTIVE_ORDER = {"bidirectional": 0, "autoregressive": 1}
+OBJECTIVE_ORDER = {o: i for i, o in enumerate(OBJECTIVES)}
 
 
 def model_name(row) -> str:
@@ -24,7 +24,7 @@ def score_columns(df: pd.DataFrame, prefix: str = "", digits: int = 2) -> dict[s
     }
 
 
-MODALITY_ORDER = {"text": 0, "vision": 1, "audio": 2}
+MODALITY_ORDER = {m: i for i, m in enumerate(MODALITIES)}
 
 
 def order(df: pd.DataFrame, by_modality: bool = False) -> pd.DataFrame:
@@ -36,7 +36,7 @@ def order(df: pd.DataFrame, by_modality: bool = False) -> pd.DataFrame:
             "syn": df["synthetic"].astype(bool),
             "p": df["n_params"].astype(float).fillna(float("inf")),
             "m": df["model"],
-            "s": df["stack"].map(lambda s: STACK_ORDER.get(s, 9)),
+            "s": df["stack"].map(stack_rank),
         },
         index=df.index,
     )
@@ -44,3 +44,14 @@ def order(df: pd.DataFrame, by_modality: bool = False) -> pd.DataFrame:
 
 
 __all__ = ["model_name", "score_columns", "order", "params_text"]
+
+
+def model_columns(df: pd.DataFrame) -> dict[str, pd.Series]:
+    """The columns that name a model x stack row in every score table."""
+    return {
+        "model": df.apply(model_name, axis=1),
+        "stack": df["stack"],
+        "objective": df["objective"],
+        "parameters": df["n_params"].map(params_text),
+        "layers": df["n_layers"].astype("int64"),
+    }

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from . import cell
-from ._common import model_name, order, params_text, score_columns
+from ._common import model_columns, order, score_columns
 
 CAPTION = "All models and stacks: median [interquartile range] over layers and over heads; null = random Q, K of the same shapes."
 
@@ -18,15 +18,13 @@ def build(data: dict) -> pd.DataFrame:
     df = data["models"]
     df = order(df, by_modality=True)
     layers, heads = score_columns(df), score_columns(df, prefix="head_")
+    names = model_columns(df)
     out = pd.DataFrame(
         {
-            "model": df.apply(model_name, axis=1),
+            "model": names.pop("model"),
             "family": df["family"],
             "modality": df["modality"],
-            "stack": df["stack"],
-            "objective": df["objective"],
-            "parameters": df["n_params"].map(params_text),
-            "layers": df["n_layers"].astype("int64"),
+            **names,
             "symmetry (layers)": layers["symmetry"],
             "directionality (layers)": layers["directionality"],
             "symmetry (heads)": heads["symmetry"],

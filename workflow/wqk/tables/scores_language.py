@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ._common import model_name, order, params_text, score_columns
+from ._common import model_columns, order, score_columns
 
 CAPTION = "Symmetry and directionality scores per language model: median [interquartile range] over layers."
 
@@ -19,14 +19,4 @@ def build(data: dict, modality: str = "text", figure: str | None = None) -> pd.D
 
     df = order(select(data["models"], modality, figure))
     scores = score_columns(df)
-    return pd.DataFrame(
-        {
-            "model": df.apply(model_name, axis=1),
-            "stack": df["stack"],
-            "objective": df["objective"],
-            "parameters": df["n_params"].map(params_text),
-            "layers": df["n_layers"].astype("int64"),
-            "symmetry": scores["symmetry"],
-            "directionality": scores["directionality"],
-        }
-    )
+    return pd.DataFrame({**model_columns(df), **scores})

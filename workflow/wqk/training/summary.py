@@ -21,13 +21,10 @@ import numpy as np
 import pandas as pd
 
 from ..atomic import atomic_path
+from ..contracts import SELF_STACKS, quartiles  # a causal BERT's layers are "decoder"
 from ..errors import WqkError
 
 META = ["run", "size", "objective", "init", "dataset"]
-SELF_STACKS = (
-    "encoder",
-    "decoder",
-)  # a BERT trained causally reports its layers as "decoder"
 _WHERE = re.compile(r"(?:^|/)(?P<run>[^/]+)/(?:checkpoints/)?step-(?P<step>\d+)")
 
 
@@ -105,10 +102,7 @@ def _nearest_loss(loss: pd.DataFrame, step: int) -> float:
 
 
 def _quartiles(values: pd.Series, name: str) -> dict:
-    v = values.dropna().to_numpy(dtype=float)
-    if not v.size:
-        return {f"{name}_median": np.nan, f"{name}_q25": np.nan, f"{name}_q75": np.nan}
-    q25, med, q75 = np.quantile(v, [0.25, 0.5, 0.75])
+    med, q25, q75 = quartiles(values)
     return {f"{name}_median": med, f"{name}_q25": q25, f"{name}_q75": q75}
 
 

@@ -121,13 +121,18 @@ class Ct2File:
         return arr.reshape(var.shape)
 
     def read_float(self, name: str) -> torch.Tensor:
-        """A variable as float32; int8/int16 weights are dequantised with their `_scale`."""
+        """A variable at its stored float precision (float32, float16, bfloat16); int8/int16
+        weights are dequantised with their `_scale` to float32, other types made float32."""
         arr = self.read(name)
         if arr.dtype in (np.int8, np.int16) and name + "_scale" in self:
             scale = self.read(name + "_scale").astype(np.float32)
             # CT2 quantises as q = round(w * scale), one scale per output row (int8) or per tensor.
             scale = scale.reshape(-1, *([1] * (arr.ndim - 1))) if scale.size > 1 else scale
             return torch.from_numpy(arr.astype(np.float32) / scale)
+        if self.variables[self.resolve(name)].dtype == 5:  # bfloat16, which read() widened exactly
+            return torch.from_numpy(arr).to(torch.bfloat16)
+        if arr.dtype in (np.float32, np.float16):
+            return torch.from_numpy(arr.copy())  # read() gives a read-only view of the bytes
         return torch.from_numpy(arr.astype(np.float32))
 
     def scalar(self, name: str) -> int | None:

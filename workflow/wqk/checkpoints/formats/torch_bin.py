@@ -35,7 +35,9 @@ class TorchBinStore(FileStore):
         f = self._where.get(name)
         if f is None:
             raise missing_tensor(name, self.files, len(self._where))
-        return self._sd[f][name].detach().to(torch.float32)
+        t = self._sd[f][name].detach()
+        # the stored precision (scoring converts where it computes); other dtypes as float32
+        return t if t.dtype in (torch.float32, torch.float16, torch.bfloat16) else t.to(torch.float32)
 
 
 def _torch_load(path: Path) -> dict[str, torch.Tensor]:

@@ -1,7 +1,9 @@
-"""Shared parsing of `--in key=path` and `--param key=value` for `wqk figure` and `wqk table`."""
+"""What `wqk figure` and `wqk table` share: the module by name, `--in key=path` inputs and
+`--param key=value` keywords."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pandas as pd
@@ -48,3 +50,22 @@ def load_inputs(module, inputs: dict[str, str], kwargs: dict) -> dict[str, pd.Da
         else:
             data[key] = read_table(path)
     return data
+
+
+def add_arguments(p, kind: str, call: str, out_help: str) -> None:
+    p.add_argument("name", help=f"{kind} module in wqk.{kind}s")
+    p.add_argument("--in", dest="inputs", nargs="+", default=[], metavar="KEY=PATH", help="inputs by key")
+    p.add_argument("--param", dest="params", nargs="*", default=[], metavar="KEY=VALUE", help=f"{call}() keywords")
+    p.add_argument("--out", required=True, help=out_help)
+
+
+def prepare(kind: str, args):
+    """(module wqk.<kind>s.<name>, its keywords, its loaded inputs); clear errors for an
+    unknown name or a missing input."""
+    package = importlib.import_module(f"wqk.{kind}s")
+    known = sorted(p.stem for p in Path(package.__file__).parent.glob("*.py") if not p.stem.startswith("_"))
+    if args.name not in known:
+        raise WqkError(f"no {kind} named {args.name!r}; known {kind}s: {', '.join(known)}")
+    module = importlib.import_module(f"wqk.{kind}s.{args.name}")
+    kwargs = params(args.params)
+    return module, kwargs, load_inputs(module, pairs(args.inputs, "--in"), kwargs)

@@ -1,0 +1,154 @@
+"""The workflow's path per model against `wqk score` on the checkpoint.
+
+    python benchmarks/bench_workflow_path.py [--repeats 3] [--hidden 4096 --layers 8 --heads 32 --kv-heads 8]
+
+On the LLaMA-shaped float32 checkpoint of bench_score_llama.py (built once under
+--workdir), runs --repeats times, each in its own process and interleaved:
+
+score:     `wqk score CKPT --out S --device cpu`, the command line on its own;
+workflow:  the per-model commands of workflow/rules/models.smk as its rules run them
+           (after fetch or tiny: one `wqk score` that also writes the matrices file and
+           the null reference);
+null:      `wqk null` as a job of its own (not on the workflow path: the comparison that
+           put the null into the scoring job).
+
+Prints best and median wall time and peak RSS (wait4) of each, the workflow/score ratio,
+the null's share (its time inside the workflow's command, from that command's timing
+line, over the score wall time), and the matrices file size over the checkpoint's q/k
+bytes. On a shared machine the best run is the steadier estimate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_score_llama import build_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+WQK = [sys.executable, "-m", "wqk.cli"]
+
+
+def workflow_commands(source: Path, results: Path, name: str) -> list[list[str]]:
+    """The shell commands of models.smk's per-model rules after fetch/tiny, for one model
+    (device cpu, null reference on, seed 0)."""
+    return [
+        [*WQK, "score", str(source), "--name", name, "--device", "cpu",
+         "--matrices-out", str(results / "matrices.parquet"),
+         "--null-out", str(results / "null.parquet"), "--null-seed", "0",
+         "--out", str(results / "scores.parquet")],
+    ]  # fmt: skip
+
+
+def check_against_rules(commands: list[list[str]]) -> None:
+    """Every flag used here is in models.smk's shell commands, and the rules run no other
+    wqk command per model than those (tiny and fetch come before)."""
+    text = (ROOT / "workflow" / "rules" / "models.smk").read_text()
+    ran = set(re.findall(r'"wqk (\w+)', text)) - {"tiny", "fetch"}
+    if ran != {c[len(WQK)] for c in commands}:
+        sys.exit(f"models.smk runs wqk {sorted(ran)} per model; this benchmark runs {[c[len(WQK)] for c in commands]}")
+    rule = text[text.index("rule score:") :]
+    for flag in (a for c in commands for a in c if a.startswith("--")):
+        if flag not in rule:
+            sys.exit(f"{flag} is not in models.smk's score rule: update this benchmark")
+
+
+def measure(cmd: list[str]) -> tuple[float, float, str]:
+    """(wall seconds, peak RSS in GB, stderr) of one command in its own process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"command failed: {' '.join(cmd)}\n{err[-2000:]}")
+    return wall, usage.ru_maxrss / 1e6, err  # ru_maxrss is in KiB on Linux
+
+
+def qk_bytes(path: Path) -> int:
+    with open(path, "rb") as fh:
+        (n,) = struct.unpack("<Q", fh.read(8))
+        header = json.loads(fh.read(n))
+    return sum(
+        v["data_offsets"][1] - v["data_offsets"][0]
+        for k, v in header.items()
+        if k.endswith(("q_proj.weight", "k_proj.weight"))
+    )
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/wqk-bench-llama"))
+    ap.add_argument("--hidden", type=int, default=4096)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--mlp", type=int, default=256)
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each, interleaved")
+    a = ap.parse_args()
+    folder = a.workdir / f"llama-h{a.hidden}-l{a.layers}-q{a.heads}-kv{a.kv_heads}"
+    build_checkpoint(folder, a.hidden, a.layers, a.heads, a.kv_heads, a.vocab, a.mlp)
+    size = (folder / "model.safetensors").stat().st_size / 1e9
+    print(f"checkpoint: {folder} ({size:.2f} GB, float32)")
+    results = a.workdir / "workflow-path"
+    results.mkdir(parents=True, exist_ok=True)
+    alone = a.workdir / "score-alone.parquet"
+    commands = workflow_commands(folder, results, "bench/llama")
+    check_against_rules(commands)
+    score_cmd = [*WQK, "score", str(folder), "--out", str(alone), "--device", "cpu"]
+    null_cmd = [*WQK, "null", "--scores", str(alone), "--out", str(a.workdir / "null-alone.parquet")]
+    runs: dict[str, list[tuple[float, float]]] = {"score": [], "workflow": [], "null": []}
+    null_share, write_s = [], []
+    for _ in range(a.repeats):  # interleaved, so that background load hits all alike
+        runs["score"].append(measure(score_cmd)[:2])
+        walls, peaks = [], []
+        for cmd in commands:
+            wall, peak, err = measure(cmd)
+            walls.append(wall)
+            peaks.append(peak)
+            if m := re.search(r"null reference in ([\d.]+) s", err):
+                null_share.append(float(m.group(1)))
+            if m := re.search(r"of which ([\d.]+) s writing", err):
+                write_s.append(float(m.group(1)))
+        runs["workflow"].append((sum(walls), max(peaks)))
+        runs["null"].append(measure(null_cmd)[:2])
+
+    def stats(name):
+        walls = [w for w, _ in runs[name]]
+        return min(walls), float(np.median(walls)), max(r for _, r in runs[name]), walls
+
+    for name, label in (("score", "wqk score CKPT"), ("workflow", "workflow path"), ("null", "wqk null alone")):
+        best, med, rss, walls = stats(name)
+        print(f"{label:15s} wall best {best:6.2f} s, median {med:6.2f} s (runs: {', '.join(f'{w:.2f}' for w in walls)})"
+              f"  peak RSS {rss:.2f} GB")  # fmt: skip
+    (sb, sm, srss, _), (wb, wm, wrss, _), (nb, _, _, _) = stats("score"), stats("workflow"), stats("null")
+    print(f"workflow / score: {wb / sb:.2f}x best to best, {wm / sm:.2f}x median to median; "
+          f"peak RSS {wrss:.2f} GB vs {srss:.2f} GB")  # fmt: skip
+    print(f"null / score: {min(null_share) / sb:.2f} best, {np.median(null_share) / sm:.2f} median "
+          f"(null inside the workflow's job: {', '.join(f'{x:.2f}' for x in null_share)} s); "
+          f"as a job of its own it would be {nb / sb:.2f} (wqk null alone, best)")  # fmt: skip
+    print(f"matrices written in the scoring pass: {', '.join(f'{x:.2f}' for x in write_s)} s")
+    m_bytes, qk = (results / "matrices.parquet").stat().st_size, qk_bytes(folder / "model.safetensors")
+    print(f"matrices file / checkpoint q/k bytes: {m_bytes / 1e6:.1f} MB / {qk / 1e6:.1f} MB = {m_bytes / qk:.3f}")
+
+    import pyarrow.parquet as pq
+
+    cols = ["stack", "layer", "scope", "head", "symmetry", "directionality", "fro_norm", "E_r", "E_c"]
+    same = pq.read_table(alone, columns=cols).equals(pq.read_table(results / "scores.parquet", columns=cols))
+    print(f"workflow scores identical to `wqk score CKPT`: {same}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""The model catalogue (config/catalogue/*.tsv): one loader and one set of checks, used by
+the workflow at parse time (workflow/rules/common.smk), by aggregation and by the tests.
+
+One line per checkpoint, tab-separated, "#" lines are comments; the columns, their types
+and defaults are those of workflow/schemas/catalogue.schema.yaml. Every error names the
+file, the line and the column.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import jsonschema
+import yaml
+
+from . import slug as make_slug
+from .checkpoints.source import parse_source
+from .contracts import STACKS
+from .errors import WqkError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "catalogue.schema.yaml"
+NO_OBJECTIVE = {"empty", "none", "-", "n/a"}  # spellings of "no such stack"
+
+
+class CatalogueError(WqkError):
+    pass
+
+
+def _schema(path: Path | None = None) -> dict:
+    return yaml.safe_load(Path(path or SCHEMA_PATH).read_text(encoding="utf-8"))
+
+
+def _cell(value: str, spec: dict):
+    """A TSV cell as the JSON type its schema property expects (left as text when it is not:
+    the schema then names the bad cell)."""
+    types = spec.get("type", "string")
+    types = types if isinstance(types, list) else [types]
+    if value == "" and "null" in types:
+        return None
+    if "integer" in types:
+        try:
+            return int(value)
+        except ValueError:
+            try:  # 1e8 or 100000000.0 from a DataFrame
+                return int(float(value)) if float(value).is_integer() else value
+            except ValueError:
+                return value
+    if "boolean" in types:
+        return {"true": True, "false": False}.get(value.lower(), value)
+    return value
+
+
+def check_rows(header: list[str], rows: list[tuple[int, list[str]]], origin: str, schema_path=None) -> list[dict]:
+    """Validated rows from a header and (line number, cells) pairs: defaults filled, slugs
+    derived, columns in schema order. Raises CatalogueError naming origin, line and column."""
+    schema = _schema(schema_path)
+    props = schema["properties"]
+    header_line = rows[0][0] - 1 if rows else 1
+    unknown = [c for c in header if c not in props]
+    if unknown:
+        raise CatalogueError(
+            f"{origin}, line {header_line} (header): unknown column(s) {unknown}; allowed: {sorted(props)}"
+        )
+    missing = [c for c in schema["required"] if c not in header]
+    if missing:
+        raise CatalogueError(f"{origin}, line {header_line} (header): missing column(s) {missing}")
+    validator = jsonschema.Draft202012Validator(schema)
+    out, slugs, ids = [], {}, {}
+    for lineno, cells in rows:
+        where = f"{origin}, line {lineno}"
+        if len(cells) != len(header):
+            raise CatalogueError(f"{where}: {len(cells)} tab-separated cells, the header has {len(header)}")
+        row = _typed_row(dict(zip(header, cells)), props)
+        errors = sorted(validator.iter_errors(row), key=lambda e: list(e.path))
+        if errors:
+            e = errors[0]
+            column = f"column '{e.path[0]}'" if e.path else "row"
+            raise CatalogueError(f"{where}, {column}: {e.message}")
+        for key, spec in props.items():
+            row.setdefault(key, spec.get("default"))
+        _check_row(row, where)
+        row["slug"] = row["slug"] or make_slug(row["model_id"])
+        for key, seen in (("slug", slugs), ("model_id", ids)):
+            if row[key] in seen:
+                raise CatalogueError(f"{where}: duplicate {key} '{row[key]}' (also on line {seen[row[key]]})")
+            seen[row[key]] = lineno
+        out.append({k: row[k] for k in props})
+    return out
+
+
+def _typed_row(raw: dict[str, str], props: dict) -> dict:
+    row = {}
+    for key, value in raw.items():
+        value = "" if value is None else str(value).strip()
+        if key.startswith("objective_") and value.lower() in NO_OBJECTIVE:
+            value = ""
+        if value == "" and "default" in props[key]:
+            continue
+        row[key] = _cell(value.lower() if key.startswith("objective_") else value, props[key])
+    return row
+
+
+def _check_row(row: dict, where: str) -> None:
+    if not (row["objective_encoder"] or row["objective_decoder"]):
+        raise CatalogueError(f"{where}: give objective_encoder and/or objective_decoder")
+    try:
+        parse_source(row["source"])
+    except WqkError as e:
+        raise CatalogueError(f"{where}, column 'source': {e}") from None
+
+
+def load_catalogue(path: str | os.PathLike, schema_path=None) -> list[dict]:
+    """The validated rows of a catalogue file, in file order."""
+    origin = f"catalogue {path}"
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            lines = [(n, line) for n, line in enumerate(f, start=1) if line.strip() and not line.lstrip().startswith("#")]
+    except FileNotFoundError:
+        raise CatalogueError(f"{origin} not found: set `catalogue:` in the config file") from None
+    if not lines:
+        raise CatalogueError(f"{origin} has no header and no models")
+    parsed = list(csv.reader([line for _, line in lines], delimiter="\t"))
+    rows = [(n, cells) for (n, _), cells in zip(lines[1:], parsed[1:], strict=True)]
+    if not rows:
+        raise CatalogueError(f"{origin} has no models")
+    return check_rows([c.strip() for c in parsed[0]], rows, origin, schema_path)
+
+
+def write_catalogue(rows: list[dict], path: str | os.PathLike) -> None:
+    """Validated rows as TSV (slugs filled in), atomically."""
+    from .atomic import atomic_path
+
+    with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, list(rows[0]), delimiter="\t", lineterminator="\n")
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: "" if v is None else v for k, v in row.items()})
+
+
+def to_frame(rows: list[dict]) -> pd.DataFrame:
+    """Rows as the DataFrame aggregation joins on: text columns stripped, synthetic bool,
+    n_params float (NaN where unknown)."""
+    import numpy as np
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    df["synthetic"] = df["synthetic"].astype(bool)
+    df["n_params"] = pd.to_numeric(df["n_params"], errors="coerce").astype(float).fillna(np.nan)
+    for stack in STACKS:
+        df[f"objective_{stack}"] = df[f"objective_{stack}"].fillna("")
+    return df
+
+
+def read_catalogue(path: str | os.PathLike) -> pd.DataFrame:
+    return to_frame(load_catalogue(path))
+
+
+def check_catalogue(cat: pd.DataFrame, origin: str = "catalogue") -> pd.DataFrame:
+    """An in-memory catalogue (e.g. built by tests) through the same checks as a file."""
+    header = [str(c) for c in cat.columns]
+    cells = [(i + 2, ["" if _missing(v) else str(v) for v in row]) for i, row in enumerate(cat.itertuples(index=False))]
+    return to_frame(check_rows(header, cells, origin))
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and value != value)

@@ -1,0 +1,180 @@
+"""The HTTP client of the hub package: `Hub` asks the Hugging Face hub for a repo's commit and
+files, downloads whole files into the standard HF cache and streams byte ranges.
+
+Every huggingface_hub/httpx failure leaves here as a one-line SourceUnavailable naming the repo
+and the fix (gated, not found, missing revision); an unreachable hub, a dropped connection, 5xx
+and 429 as `Unreachable`, which the range reads retry and the cache may answer instead. Also here:
+whether huggingface_hub is in offline mode. huggingface_hub itself is imported only when called.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...errors import SourceUnavailable, WqkError
+
+log = logging.getLogger(__name__)
+
+TIMEOUT_S = float(os.environ.get("WQK_HUB_TIMEOUT", "10"))  # per request: offline fails in seconds
+
+
+class Unreachable(SourceUnavailable):
+    """The hub did not answer, stopped short or answered 5xx/429: worth a retry, or the cache."""
+
+
+def offline() -> bool:
+    """HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set, now or when huggingface_hub was imported."""
+    from huggingface_hub import constants
+
+    env = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return constants.is_offline_mode() or env.strip().lower() in ("1", "true", "yes", "on")
+
+
+def gated(repo_id: str, endpoint: str) -> SourceUnavailable:
+    return SourceUnavailable(
+        f"{repo_id} is gated or private: accept its licence at {endpoint}/{repo_id} "
+        "and export HF_TOKEN=<a token with access>")
+
+
+@dataclass
+class Hub:
+    """One repo on one hub endpoint, with the token, HF cache and timeout its requests use."""
+
+    repo_id: str
+    endpoint: str
+    token: str | None
+    hf_cache_dir: str | None
+    timeout: float
+
+    @classmethod
+    def connect(cls, repo_id: str, endpoint: str | None = None, token: str | None = None,
+                hf_cache_dir=None, timeout: float | None = None) -> Hub:
+        """Defaults read now, not at import: $HF_ENDPOINT (else huggingface.co), $HF_HUB_CACHE
+        (else huggingface_hub's), TIMEOUT_S; token None lets huggingface_hub read HF_TOKEN."""
+        from huggingface_hub import constants
+
+        endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+        hf_cache_dir = hf_cache_dir or os.environ.get("HF_HUB_CACHE")
+        return cls(repo_id, endpoint, token, str(hf_cache_dir) if hf_cache_dir else None,
+                   TIMEOUT_S if timeout is None else timeout)
+
+    def info(self, revision: str | None):
+        """The repo's model info at a revision (None: main): `.sha`, `.siblings`, `.gated`."""
+        from huggingface_hub import HfApi
+
+        api = HfApi(endpoint=self.endpoint, token=self.token)
+        with _hub_errors(self.repo_id, revision, self.endpoint):
+            return api.model_info(self.repo_id, revision=revision, timeout=self.timeout)
+
+    def check_access(self, info) -> None:
+        """SourceUnavailable now, before any file is asked for, for a gated repo and no token."""
+        if getattr(info, "gated", False) and self.token is None:
+            from huggingface_hub import get_token
+
+            if get_token() is None:
+                raise gated(self.repo_id, self.endpoint)
+
+    def download(self, filename: str, sha: str, local_only: bool = False) -> Path:
+        """Whole file through huggingface_hub into the standard HF cache."""
+        from huggingface_hub import hf_hub_download
+
+        with _hub_errors(self.repo_id, sha, self.endpoint, files=True):
+            return Path(hf_hub_download(
+                self.repo_id, filename, revision=sha, cache_dir=self.hf_cache_dir,
+                endpoint=self.endpoint, token=self.token, etag_timeout=self.timeout,
+                local_files_only=local_only or offline()))
+
+    def stream(self, filename: str, sha: str, start: int, end: int):
+        """Yield the bytes [start, end) of a file, via an HTTP range request."""
+        from huggingface_hub import hf_hub_url
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+        url = hf_hub_url(self.repo_id, filename, revision=sha, endpoint=self.endpoint)
+        headers = build_hf_headers(token=self.token)
+        headers.update({"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"})
+        with _hub_errors(self.repo_id, sha, self.endpoint, files=True):
+            with get_session().stream("GET", url, headers=headers, timeout=self.timeout) as r:
+                if r.status_code >= 400:
+                    r.read()
+                    hf_raise_for_status(r)
+                if r.status_code != 206 and not (r.status_code == 200 and start == 0 and
+                                                 int(r.headers.get("Content-Length", -1)) == end):
+                    raise SourceUnavailable(
+                        f"{self.endpoint} ignored a byte-range request for {self.repo_id}/"
+                        f"{filename} (HTTP {r.status_code}): fetch whole files with --all-weights")
+                yield from r.iter_bytes()  # as received: a dropped connection loses nothing
+
+    def read(self, filename: str, sha: str, start: int, end: int) -> bytes:
+        """The bytes [start, end) of a file; Unreachable when fewer came."""
+        data = b"".join(self.stream(filename, sha, start, end))
+        if len(data) != end - start:
+            raise Unreachable(f"short read from the hub for {self.repo_id}/{filename}: rerun")
+        return data
+
+
+# ---------------------------------------------------------------- errors
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    from huggingface_hub.errors import OfflineModeIsEnabled
+    from huggingface_hub.utils import get_session
+
+    http = importlib.import_module(type(get_session()).__module__.split(".")[0])  # httpx(2)
+    return (http.TransportError, OfflineModeIsEnabled, ConnectionError, TimeoutError)
+
+
+@contextlib.contextmanager
+def _hub_errors(repo_id: str, revision: str | None, endpoint: str, *, files: bool = False):
+    """huggingface_hub/httpx exceptions -> one-line SourceUnavailable. `files`: the repo
+    is known to exist, so 401/403 means gated or private."""
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    try:
+        yield
+    except WqkError:
+        raise
+    except HfHubHTTPError as e:
+        raise _from_http(e, repo_id, revision, endpoint, files) from e
+    except LocalEntryNotFoundError as e:  # hf_hub_download: not cached, and the hub failed
+        if isinstance(e.__cause__, HfHubHTTPError):  # e.g. a 403 it hid behind the cache
+            raise _from_http(e.__cause__, repo_id, revision, endpoint, files) from e
+        raise Unreachable(_unreachable_msg(repo_id, endpoint, e)) from e
+    except _transport_errors() as e:
+        raise Unreachable(_unreachable_msg(repo_id, endpoint, e)) from e
+
+
+def _from_http(e, repo_id: str, revision: str | None, endpoint: str, files: bool) -> WqkError:
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        RemoteEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    status = getattr(getattr(e, "response", None), "status_code", None)
+    if isinstance(e, GatedRepoError) or (files and status in (401, 403)) or status == 403:
+        return gated(repo_id, endpoint)
+    if isinstance(e, RevisionNotFoundError):
+        return SourceUnavailable(f"revision {revision!r} of {repo_id} not found on the hub: "
+                                 "give an existing branch, tag or commit sha")
+    if isinstance(e, RemoteEntryNotFoundError):
+        return SourceUnavailable(f"a file of {repo_id} is missing on the hub at {revision}: "
+                                 "pin another revision")
+    if isinstance(e, RepositoryNotFoundError) or status in (401, 404):
+        return SourceUnavailable(f"{repo_id} not found on the hub at {endpoint}: check the id, "
+                                 "or export HF_TOKEN=<token> if it is private or gated")
+    # 5xx and 429 are transient: Unreachable makes the range reads retry them
+    return Unreachable(f"the hub answered HTTP {status} for {repo_id}: retry later, "
+                       "or set HF_HUB_OFFLINE=1 with a filled cache")
+
+
+def _unreachable_msg(repo_id: str, endpoint: str, e: BaseException) -> str:
+    why = "HF_HUB_OFFLINE is set" if offline() else type(e).__name__
+    return (f"cannot reach the Hugging Face hub at {endpoint} for {repo_id} ({why}): set "
+            "HF_HUB_OFFLINE=1 with a filled cache (run `wqk fetch` where the hub is reachable), "
+            "or give a local folder")

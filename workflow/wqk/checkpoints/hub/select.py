@@ -1,0 +1,57 @@
+"""What a hub fetch takes: `is_qk_tensor` picks the query/key tensors by name, `weight_files`
+the weight files of a repo (all of them, or only the shards that hold q/k tensors)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from ...errors import SourceUnavailable
+
+if TYPE_CHECKING:
+    from .client import Hub
+
+_QK_TOKENS = {"q", "k", "qk", "qkv", "kv", "query", "key", "wq", "wk", "wqkv", "querykey"}
+_QK_COMPONENTS = {"c_attn", "in_proj", "in_proj_weight", "in_proj_bias"}
+_LAYOUTS = (("safetensors", "model.safetensors", "model.safetensors.index.json"),
+            ("bin", "pytorch_model.bin", "pytorch_model.bin.index.json"))  # kind, single file, index
+
+
+def is_qk_tensor(name: str) -> bool:
+    """Whether tensor `name` holds (part of) a query or key projection.
+
+    Errs on the side of too much: fused qkv tensors are taken whole, as are q/k biases and
+    q/k norms. A dotted component matches when one of its "_"-separated words is q, k, qk,
+    qkv, kv, query, key, wq, wk or wqkv (q_proj, k_lin, query_key_value, to_q, attn_qkv,
+    SelfAttention.q, Wqkv, kv_b_proj ...), or it is c_attn / in_proj* (GPT-2,
+    nn.MultiheadAttention), or it is `linears.0`/`linears.1` (q, k of the annotated
+    transformer's 4-linear attention).
+    """
+    parts = name.lower().split(".")
+    for i, part in enumerate(parts):
+        if part in _QK_COMPONENTS or _QK_TOKENS.intersection(part.split("_")):
+            return True
+        if part in ("linears", "linear") and i + 1 < len(parts) and parts[i + 1] in ("0", "1"):
+            return True
+        if part in ("linear_0", "linear_1"):
+            return True
+    return False
+
+
+def weight_files(hub: Hub, sha: str, files: list[str], qk_only: bool,
+                 local_only: bool) -> tuple[str, list[str], list[str]]:
+    """(kind "safetensors"|"bin", weight files to fetch, index files to keep) of a repo whose
+    files at commit `sha` are `files`; safetensors win. qk_only: only the shards an index
+    places q/k tensors in."""
+    for kind, single, index in _LAYOUTS:
+        if index in files:
+            wmap = json.loads(hub.download(index, sha, local_only).read_text())["weight_map"]
+            names = [n for n in wmap if is_qk_tensor(n)] if qk_only else list(wmap)
+            return kind, sorted({wmap[n] for n in names}), [index]
+        if single in files:
+            return kind, [single], []
+        roots = sorted(f for f in files if "/" not in f and f.endswith("." + kind))
+        if kind == "safetensors" and roots:
+            return kind, roots, []
+    raise SourceUnavailable(f"{hub.repo_id}@{sha} has no safetensors or pytorch_model.bin weights "
+                            "at its root: give a local folder with converted weights")
