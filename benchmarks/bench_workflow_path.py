@@ -3,7 +3,8 @@
     python benchmarks/bench_workflow_path.py [--repeats 3] [--hidden 4096 --layers 8 --heads 32 --kv-heads 8]
 
 On the LLaMA-shaped float32 checkpoint of bench_score_llama.py (built once under
---workdir), runs --repeats times, each in its own process and interleaved:
+--workdir; --dtype float16/bfloat16 converts a copy), runs --repeats times, each in its
+own process and interleaved:
 
 score:     `wqk score CKPT --out S --device cpu`, the command line on its own;
 workflow:  the per-model commands of workflow/rules/models.smk as its rules run them
@@ -86,6 +87,22 @@ def qk_bytes(path: Path) -> int:
     )
 
 
+def convert(folder: Path, dtype: str) -> Path:
+    """A copy of the checkpoint with every tensor in dtype (made once)."""
+    out = folder.with_name(f"{folder.name}-{dtype}")
+    if not (out / "model.safetensors").exists():
+        import shutil
+
+        import torch
+        from safetensors.torch import load_file, save_file
+
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copy(folder / "config.json", out / "config.json")
+        tensors = {n: t.to(getattr(torch, dtype)) for n, t in load_file(folder / "model.safetensors").items()}
+        save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/wqk-bench-llama"))
@@ -96,11 +113,22 @@ def main():
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--mlp", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=3, help="runs of each, interleaved")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"],
+                    help="the checkpoint's precision (a converted copy of the float32 one)")  # fmt: skip
+    ap.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     folder = a.workdir / f"llama-h{a.hidden}-l{a.layers}-q{a.heads}-kv{a.kv_heads}"
-    build_checkpoint(folder, a.hidden, a.layers, a.heads, a.kv_heads, a.vocab, a.mlp)
+    if a.prepare:
+        build_checkpoint(folder, a.hidden, a.layers, a.heads, a.kv_heads, a.vocab, a.mlp)
+        if a.dtype != "float32":
+            convert(folder, a.dtype)
+        return 0
+    # built in a process of its own: a child's peak RSS counts its parent's at fork time
+    subprocess.run([sys.executable, __file__, "--prepare", *sys.argv[1:]], check=True)
+    if a.dtype != "float32":
+        folder = folder.with_name(f"{folder.name}-{a.dtype}")
     size = (folder / "model.safetensors").stat().st_size / 1e9
-    print(f"checkpoint: {folder} ({size:.2f} GB, float32)")
+    print(f"checkpoint: {folder} ({size:.2f} GB, {a.dtype})")
     results = a.workdir / "workflow-path"
     results.mkdir(parents=True, exist_ok=True)
     alone = a.workdir / "score-alone.parquet"
@@ -119,7 +147,7 @@ def main():
             peaks.append(peak)
             if m := re.search(r"null reference in ([\d.]+) s", err):
                 null_share.append(float(m.group(1)))
-            if m := re.search(r"of which ([\d.]+) s writing", err):
+            if m := re.search(r"written alongside in ([\d.]+) s", err):
                 write_s.append(float(m.group(1)))
         runs["workflow"].append((sum(walls), max(peaks)))
         runs["null"].append(measure(null_cmd)[:2])
@@ -138,7 +166,7 @@ def main():
     print(f"null / score: {min(null_share) / sb:.2f} best, {np.median(null_share) / sm:.2f} median "
           f"(null inside the workflow's job: {', '.join(f'{x:.2f}' for x in null_share)} s); "
           f"as a job of its own it would be {nb / sb:.2f} (wqk null alone, best)")  # fmt: skip
-    print(f"matrices written in the scoring pass: {', '.join(f'{x:.2f}' for x in write_s)} s")
+    print(f"matrices written alongside scoring (writer thread wall time): {', '.join(f'{x:.2f}' for x in write_s)} s")
     m_bytes, qk = (results / "matrices.parquet").stat().st_size, qk_bytes(folder / "model.safetensors")
     print(f"matrices file / checkpoint q/k bytes: {m_bytes / 1e6:.1f} MB / {qk / 1e6:.1f} MB = {m_bytes / qk:.3f}")
 

@@ -25,9 +25,9 @@ import torch
 from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))  # wqk from source
-from wqk import adapters, cli  # noqa: E402
-from wqk.metrics import FIELDS, score_block  # noqa: E402
-from wqk.checkpoints import open_checkpoint  # noqa: E402
+from wqk import adapters, cli
+from wqk.checkpoints import open_checkpoint
+from wqk.metrics import FIELDS, score_block
 
 BOUNDED = {"symmetry", "directionality"}  # in [-1, 1]: compared absolutely, the rest relatively
 

@@ -170,7 +170,9 @@ def test_vit_state_dict_saved_with_in_memory_names(tmp_path):
 def test_t5_encoder_only_export(tmp_path):
     folder = build_tiny("t5", tmp_path / "m", architecture="T5EncoderModel")
     counts = check_all(
-        folder, lambda m: dict(input_ids=_ids(m)), lambda m: {"encoder": [b.layer[0].SelfAttention for b in m.encoder.block]}
+        folder,
+        lambda m: dict(input_ids=_ids(m)),
+        lambda m: {"encoder": [b.layer[0].SelfAttention for b in m.encoder.block]},
     )
     assert counts == {"encoder": 2}
 
@@ -178,7 +180,9 @@ def test_t5_encoder_only_export(tmp_path):
 def test_bert_trained_as_decoder_is_a_decoder_stack(tmp_path):
     """The training experiment's causal BERT (BertLMHeadModel, is_decoder) is a decoder stack;
     with add_cross_attention its cross-attention is read as "cross"."""
-    folder = build_tiny("bert", tmp_path / "m", architecture="BertLMHeadModel", is_decoder=True, add_cross_attention=True)
+    folder = build_tiny(
+        "bert", tmp_path / "m", architecture="BertLMHeadModel", is_decoder=True, add_cross_attention=True
+    )
     enc = _randn(B, 5, 64)
     counts = check_all(
         folder,
@@ -261,7 +265,9 @@ def test_packaged_minilm():
     assert all(tuple(b.q.shape) == (12, 384, 32) and tuple(b.k.shape) == (12, 384, 32) for b in found)
     model = load_for_check(folder)
     ids = torch.randint(1000, 30000, (B, T), generator=torch.Generator().manual_seed(3))
-    worst = check_modules([(b, layer.attention.self) for b, layer in zip(found, model.encoder.layer)], lambda: model(input_ids=ids))
+    worst = check_modules(
+        [(b, layer.attention.self) for b, layer in zip(found, model.encoder.layer)], lambda: model(input_ids=ids)
+    )
     assert worst < 1e-9
 
 
@@ -353,10 +359,14 @@ def test_gpt2_conv1d_not_transposed(tmp_path):
     check(next(adapter_blocks(ckpt)), calls)
     w = ckpt.store.get("transformer.h.0.attn.c_attn.weight")  # [64, 192]
     d = w.shape[0]
-    wrong = AttentionBlock("decoder", 0, linear_heads(w[:, :d].contiguous(), 4), linear_heads(w[:, d : 2 * d].contiguous(), 4))
+    wrong = AttentionBlock(
+        "decoder", 0, linear_heads(w[:, :d].contiguous(), 4), linear_heads(w[:, d : 2 * d].contiguous(), 4)
+    )
     with pytest.raises(AssertionError, match="differ"):
         check(wrong, calls)
-    also_wrong = AttentionBlock("decoder", 0, conv1d_heads(w[:, d : 2 * d], 4), conv1d_heads(w[:, :d], 4))  # q, k swapped
+    also_wrong = AttentionBlock(
+        "decoder", 0, conv1d_heads(w[:, d : 2 * d], 4), conv1d_heads(w[:, :d], 4)
+    )  # q, k swapped
     with pytest.raises(AssertionError, match="differ"):
         check(also_wrong, calls)
 

@@ -42,35 +42,85 @@ F = torch.nn.functional
 # Tiny config kwargs per model_type (hidden 32, 4 heads of 8, 2-3 layers), usable by `wqk tiny`.
 _TXT = dict(vocab_size=99, hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=37)
 _AUDIO = dict(
-    hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=37,
-    conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
-    num_conv_pos_embedding_groups=2, vocab_size=20,
+    hidden_size=32,
+    num_attention_heads=4,
+    num_hidden_layers=2,
+    intermediate_size=37,
+    conv_dim=(16, 16),
+    conv_stride=(5, 2),
+    conv_kernel=(10, 3),
+    num_conv_pos_embeddings=16,
+    num_conv_pos_embedding_groups=2,
+    vocab_size=20,
 )
 _SEQ2SEQ = dict(
-    vocab_size=99, d_model=32, encoder_layers=2, decoder_layers=3, encoder_attention_heads=4,
-    decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=64,
+    vocab_size=99,
+    d_model=32,
+    encoder_layers=2,
+    decoder_layers=3,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=37,
+    decoder_ffn_dim=37,
+    max_position_embeddings=64,
 )
-_VIS = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, image_size=32, patch_size=8)
+_VIS = dict(
+    hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, image_size=32, patch_size=8
+)
 TINY_MORE: dict[str, dict] = {
     "deberta": dict(_TXT, relative_attention=True, pos_att_type=["c2p", "p2c"], max_relative_positions=16),
-    "deberta-v2": dict(_TXT, relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=8, norm_rel_ebd="layer_norm"),
+    "deberta-v2": dict(
+        _TXT, relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=8, norm_rel_ebd="layer_norm"
+    ),
     "modernbert": dict(_TXT, num_hidden_layers=3, global_attn_every_n_layers=3, local_attention=4, pad_token_id=0),
     "openai-gpt": dict(vocab_size=99, n_embd=32, n_head=4, n_layer=2, n_positions=32),
     "imagegpt": dict(vocab_size=99, n_embd=32, n_head=4, n_layer=2, n_positions=32),
-    "gpt_neo": dict(vocab_size=99, hidden_size=32, num_heads=4, num_layers=2, attention_types=[[["global", "local"], 1]], window_size=4, max_position_embeddings=32),
+    "gpt_neo": dict(
+        vocab_size=99,
+        hidden_size=32,
+        num_heads=4,
+        num_layers=2,
+        attention_types=[[["global", "local"], 1]],
+        window_size=4,
+        max_position_embeddings=32,
+    ),
     "gptj": dict(vocab_size=99, n_embd=32, n_head=4, n_layer=2, rotary_dim=4, n_positions=32),
     "mixtral": dict(_TXT, intermediate_size=32, num_key_value_heads=2, num_local_experts=2, num_experts_per_tok=1),
     "phi": dict(_TXT, partial_rotary_factor=0.5),
     "phi3": dict(_TXT, num_key_value_heads=2, pad_token_id=0),
     "bart": dict(_SEQ2SEQ),
     "mbart": dict(_SEQ2SEQ),
-    "speech_to_text": dict(_SEQ2SEQ, input_feat_per_channel=8, input_channels=1, conv_channels=16, num_conv_layers=2, conv_kernel_sizes=[5, 5], max_source_positions=64),
-    "speecht5": dict(hidden_size=32, encoder_layers=2, decoder_layers=3, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, speech_decoder_postnet_layers=1, vocab_size=99),
+    "speech_to_text": dict(
+        _SEQ2SEQ,
+        input_feat_per_channel=8,
+        input_channels=1,
+        conv_channels=16,
+        num_conv_layers=2,
+        conv_kernel_sizes=[5, 5],
+        max_source_positions=64,
+    ),
+    "speecht5": dict(
+        hidden_size=32,
+        encoder_layers=2,
+        decoder_layers=3,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=37,
+        decoder_ffn_dim=37,
+        speech_decoder_postnet_layers=1,
+        vocab_size=99,
+    ),
     "beit": dict(_VIS, use_relative_position_bias=True),
     "data2vec-vision": dict(_VIS, use_relative_position_bias=True),
     "deit": dict(_VIS),
     "dinov2": dict(_VIS),
-    "vit_mae": dict(_VIS, decoder_hidden_size=32, decoder_num_hidden_layers=2, decoder_num_attention_heads=4, decoder_intermediate_size=37),
+    "vit_mae": dict(
+        _VIS,
+        decoder_hidden_size=32,
+        decoder_num_hidden_layers=2,
+        decoder_num_attention_heads=4,
+        decoder_intermediate_size=37,
+    ),
     "swin": dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 2], num_heads=[2, 4], window_size=4),
     "swinv2": dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 2], num_heads=[2, 4], window_size=4),
     "hubert": dict(_AUDIO),
@@ -79,10 +129,22 @@ TINY_MORE: dict[str, dict] = {
     "unispeech": dict(_AUDIO),
     "wav2vec2": dict(_AUDIO),
     "data2vec-audio": dict(_AUDIO),
-    "git": dict(_TXT, vision_config=dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37, image_size=16, patch_size=8)),
+    "git": dict(
+        _TXT,
+        vision_config=dict(
+            hidden_size=32,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            intermediate_size=37,
+            image_size=16,
+            patch_size=8,
+        ),
+    ),
 }
 
-_ZERO = re.compile(r"(bias|relative_position_bias_table|relative_attention_bias\.weight|rel_embeddings\.weight|rel_attn_embed\.weight|rel_pos_[hw]|pe_k\.weight)$")
+_ZERO = re.compile(
+    r"(bias|relative_position_bias_table|relative_attention_bias\.weight|rel_embeddings\.weight|rel_attn_embed\.weight|rel_pos_[hw]|pe_k\.weight)$"
+)
 _QK = re.compile(r"(query|key|q_proj|k_proj|qkv_proj|Wqkv|in_proj|c_attn|qkv|\.q|\.k|in_proj_weight)(\.weight)?$")
 
 
@@ -242,24 +304,48 @@ def _seq2seq(prefix, enc_self="self_attn", enc_fmt="{p}encoder.layers.{i}", dec_
 
 
 def _audio(mt, cls, prefix=""):
-    return Case(mt, _m(cls, mt), lambda m: m(wave(), output_attentions=True),
-                _pair(prefix + "encoder.layers.{i}.attention.q_proj", prefix + "encoder.layers.{i}.attention.k_proj"),
-                {"encoder": 2})
+    return Case(
+        mt,
+        _m(cls, mt),
+        lambda m: m(wave(), output_attentions=True),
+        _pair(prefix + "encoder.layers.{i}.attention.q_proj", prefix + "encoder.layers.{i}.attention.k_proj"),
+        {"encoder": 2},
+    )
 
 
 def _swin_modules(depths, leaf, prefix=""):
     flat = [(s, b) for s, n in enumerate(depths) for b in range(n)]
-    return lambda s, i: tuple(f"{prefix}encoder.layers.{flat[i][0]}.blocks.{flat[i][1]}." + leaf.format(p=p)
-                              for p in (("q", "k") if "{p}_proj" in leaf else ("query", "key")))
+    return lambda s, i: tuple(
+        f"{prefix}encoder.layers.{flat[i][0]}.blocks.{flat[i][1]}." + leaf.format(p=p)
+        for p in (("q", "k") if "{p}_proj" in leaf else ("query", "key"))
+    )
 
 
 def _mllama_build():
     cfg = tf.MllamaConfig(
-        vision_config=dict(hidden_size=32, attention_heads=4, num_hidden_layers=2, num_global_layers=1, intermediate_size=37,
-                           image_size=16, patch_size=8, max_num_tiles=1, intermediate_layers_indices=[0],
-                           supported_aspect_ratios=[[1, 1]], vision_output_dim=64),
-        text_config=dict(vocab_size=99, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=3,
-                         intermediate_size=37, cross_attention_layers=[1], pad_token_id=0),
+        vision_config=dict(
+            hidden_size=32,
+            attention_heads=4,
+            num_hidden_layers=2,
+            num_global_layers=1,
+            intermediate_size=37,
+            image_size=16,
+            patch_size=8,
+            max_num_tiles=1,
+            intermediate_layers_indices=[0],
+            supported_aspect_ratios=[[1, 1]],
+            vision_output_dim=64,
+        ),
+        text_config=dict(
+            vocab_size=99,
+            hidden_size=32,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            num_hidden_layers=3,
+            intermediate_size=37,
+            cross_attention_layers=[1],
+            pad_token_id=0,
+        ),
         attn_implementation="eager",
     )
     return tf.MllamaForConditionalGeneration(cfg)
@@ -267,14 +353,21 @@ def _mllama_build():
 
 def _mllama_run(m):
     inner = m.model
-    inner.vision_model(pixel_values=pix(16)[:, None, None], aspect_ratio_ids=torch.ones(B, 1, dtype=torch.long),
-                       aspect_ratio_mask=torch.ones(B, 1, 1, dtype=torch.long))
+    inner.vision_model(
+        pixel_values=pix(16)[:, None, None],
+        aspect_ratio_ids=torch.ones(B, 1, dtype=torch.long),
+        aspect_ratio_mask=torch.ones(B, 1, 1, dtype=torch.long),
+    )
     inner.language_model(input_ids=ids(), position_ids=zpos())
 
 
 def _mllama_modules(s, i):
     if s == "encoder":
-        where = f"model.vision_model.transformer.layers.{i}" if i < 2 else f"model.vision_model.global_transformer.layers.{i - 2}"
+        where = (
+            f"model.vision_model.transformer.layers.{i}"
+            if i < 2
+            else f"model.vision_model.global_transformer.layers.{i - 2}"
+        )
     else:
         where = f"model.language_model.layers.{i}"
     return where + ".self_attn.q_proj", where + ".self_attn.k_proj"
@@ -283,10 +376,25 @@ def _mllama_modules(s, i):
 def _musicgen_build():
     cfg = tf.MusicgenConfig(
         text_encoder=dict(model_type="t5", vocab_size=99, d_model=32, d_kv=8, num_heads=4, num_layers=2, d_ff=37),
-        audio_encoder=dict(model_type="encodec", num_filters=4, hidden_size=8, codebook_size=16, upsampling_ratios=[2, 2],
-                           num_residual_layers=1, codebook_dim=8),
-        decoder=dict(model_type="musicgen_decoder", vocab_size=16, hidden_size=32, num_attention_heads=4,
-                     num_hidden_layers=3, ffn_dim=37, num_codebooks=2, max_position_embeddings=32),
+        audio_encoder=dict(
+            model_type="encodec",
+            num_filters=4,
+            hidden_size=8,
+            codebook_size=16,
+            upsampling_ratios=[2, 2],
+            num_residual_layers=1,
+            codebook_dim=8,
+        ),
+        decoder=dict(
+            model_type="musicgen_decoder",
+            vocab_size=16,
+            hidden_size=32,
+            num_attention_heads=4,
+            num_hidden_layers=3,
+            ffn_dim=37,
+            num_codebooks=2,
+            max_position_embeddings=32,
+        ),
         attn_implementation="eager",
     )
     return tf.MusicgenForConditionalGeneration(cfg)
@@ -306,70 +414,215 @@ def _speecht5_run(m):
 
 
 def _detr_build():
-    return tf.DetrForObjectDetection(tf.DetrConfig(
-        use_timm_backbone=False, use_pretrained_backbone=False, d_model=32, encoder_layers=2, decoder_layers=2,
-        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, num_queries=6,
-        backbone_config=dict(model_type="resnet", embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], out_features=["stage2"]),
-        attn_implementation="eager",
-    ))
+    return tf.DetrForObjectDetection(
+        tf.DetrConfig(
+            use_timm_backbone=False,
+            use_pretrained_backbone=False,
+            d_model=32,
+            encoder_layers=2,
+            decoder_layers=2,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=37,
+            decoder_ffn_dim=37,
+            num_queries=6,
+            backbone_config=dict(
+                model_type="resnet", embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], out_features=["stage2"]
+            ),
+            attn_implementation="eager",
+        )
+    )
 
 
 CASES = [
-    Case("deberta", _m(tf.DebertaForMaskedLM, "deberta"), lambda m: m(ids()), _same("deberta.encoder.layer.{i}.attention.self.in_proj"),
-         {"encoder": 2}, scale=lambda s, k: 1 / math.sqrt(3 * k)),
-    Case("deberta-v2", _m(tf.DebertaV2Model, "deberta-v2"), lambda m: m(ids()),
-         _pair("encoder.layer.{i}.attention.self.query_proj", "encoder.layer.{i}.attention.self.key_proj"),
-         {"encoder": 2}, scale=lambda s, k: 1 / math.sqrt(3 * k)),
-    Case("modernbert", _m(tf.ModernBertForMaskedLM, "modernbert"), lambda m: m(ids(), position_ids=zpos()),
-         _same("model.layers.{i}.attn.Wqkv"), {"encoder": 3}),
-    Case("openai-gpt", _m(tf.OpenAIGPTLMHeadModel, "openai-gpt"), lambda m: m(ids()), _same("transformer.h.{i}.attn.c_attn"), {"decoder": 2}),
-    Case("imagegpt", _m(tf.ImageGPTForCausalImageModeling, "imagegpt"), lambda m: m(ids()), _same("transformer.h.{i}.attn.c_attn"), {"decoder": 2}),
-    Case("gpt_neo", _m(tf.GPTNeoForCausalLM, "gpt_neo"), lambda m: m(ids()),
-         _pair("transformer.h.{i}.attn.attention.q_proj", "transformer.h.{i}.attn.attention.k_proj"), {"decoder": 2}, scale=lambda s, k: 1.0),
-    Case("gptj", _m(tf.GPTJForCausalLM, "gptj"), lambda m: m(ids(), position_ids=zpos()),
-         _pair("transformer.h.{i}.attn.q_proj", "transformer.h.{i}.attn.k_proj"), {"decoder": 2}),
-    Case("mixtral", _m(tf.MixtralForCausalLM, "mixtral"), lambda m: m(ids(), position_ids=zpos()),
-         _pair("model.layers.{i}.self_attn.q_proj", "model.layers.{i}.self_attn.k_proj"), {"decoder": 2}),
-    Case("phi", _m(tf.PhiForCausalLM, "phi"), lambda m: m(ids(), position_ids=zpos()),
-         _pair("model.layers.{i}.self_attn.q_proj", "model.layers.{i}.self_attn.k_proj"), {"decoder": 2}),
-    Case("phi3", _m(tf.Phi3ForCausalLM, "phi3"), lambda m: m(ids(), position_ids=zpos()), _same("model.layers.{i}.self_attn.qkv_proj"), {"decoder": 2}),
+    Case(
+        "deberta",
+        _m(tf.DebertaForMaskedLM, "deberta"),
+        lambda m: m(ids()),
+        _same("deberta.encoder.layer.{i}.attention.self.in_proj"),
+        {"encoder": 2},
+        scale=lambda s, k: 1 / math.sqrt(3 * k),
+    ),
+    Case(
+        "deberta-v2",
+        _m(tf.DebertaV2Model, "deberta-v2"),
+        lambda m: m(ids()),
+        _pair("encoder.layer.{i}.attention.self.query_proj", "encoder.layer.{i}.attention.self.key_proj"),
+        {"encoder": 2},
+        scale=lambda s, k: 1 / math.sqrt(3 * k),
+    ),
+    Case(
+        "modernbert",
+        _m(tf.ModernBertForMaskedLM, "modernbert"),
+        lambda m: m(ids(), position_ids=zpos()),
+        _same("model.layers.{i}.attn.Wqkv"),
+        {"encoder": 3},
+    ),
+    Case(
+        "openai-gpt",
+        _m(tf.OpenAIGPTLMHeadModel, "openai-gpt"),
+        lambda m: m(ids()),
+        _same("transformer.h.{i}.attn.c_attn"),
+        {"decoder": 2},
+    ),
+    Case(
+        "imagegpt",
+        _m(tf.ImageGPTForCausalImageModeling, "imagegpt"),
+        lambda m: m(ids()),
+        _same("transformer.h.{i}.attn.c_attn"),
+        {"decoder": 2},
+    ),
+    Case(
+        "gpt_neo",
+        _m(tf.GPTNeoForCausalLM, "gpt_neo"),
+        lambda m: m(ids()),
+        _pair("transformer.h.{i}.attn.attention.q_proj", "transformer.h.{i}.attn.attention.k_proj"),
+        {"decoder": 2},
+        scale=lambda s, k: 1.0,
+    ),
+    Case(
+        "gptj",
+        _m(tf.GPTJForCausalLM, "gptj"),
+        lambda m: m(ids(), position_ids=zpos()),
+        _pair("transformer.h.{i}.attn.q_proj", "transformer.h.{i}.attn.k_proj"),
+        {"decoder": 2},
+    ),
+    Case(
+        "mixtral",
+        _m(tf.MixtralForCausalLM, "mixtral"),
+        lambda m: m(ids(), position_ids=zpos()),
+        _pair("model.layers.{i}.self_attn.q_proj", "model.layers.{i}.self_attn.k_proj"),
+        {"decoder": 2},
+    ),
+    Case(
+        "phi",
+        _m(tf.PhiForCausalLM, "phi"),
+        lambda m: m(ids(), position_ids=zpos()),
+        _pair("model.layers.{i}.self_attn.q_proj", "model.layers.{i}.self_attn.k_proj"),
+        {"decoder": 2},
+    ),
+    Case(
+        "phi3",
+        _m(tf.Phi3ForCausalLM, "phi3"),
+        lambda m: m(ids(), position_ids=zpos()),
+        _same("model.layers.{i}.self_attn.qkv_proj"),
+        {"decoder": 2},
+    ),
     # MobileLLM is remote code (model_type "mobilellm", Llama tensor names): run the Llama class on
     # the same weights and relabel the saved config.
-    Case("mobilellm", _m(tf.LlamaForCausalLM, "llama", **TINY_MORE["mixtral"]), lambda m: m(ids(), position_ids=zpos()),
-         _pair("model.layers.{i}.self_attn.q_proj", "model.layers.{i}.self_attn.k_proj"), {"decoder": 2},
-         config_edit={"model_type": "mobilellm", "architectures": ["MobileLLMForCausalLM"]}),
-    Case("bart", _m(tf.BartForConditionalGeneration, "bart"), lambda m: m(ids(), decoder_input_ids=ids(5), use_cache=False),
-         _seq2seq("model."), {"encoder": 2, "decoder": 3, "cross": 3}),
-    Case("mbart", _m(tf.MBartForConditionalGeneration, "mbart"), lambda m: m(ids(), decoder_input_ids=ids(5), use_cache=False),
-         _seq2seq("model."), {"encoder": 2, "decoder": 3, "cross": 3}),
-    Case("speech_to_text", _m(tf.Speech2TextForConditionalGeneration, "speech_to_text"),
-         lambda m: m(input_features=torch.randn(B, 40, 8), decoder_input_ids=ids(5), use_cache=False),
-         _seq2seq("model."), {"encoder": 2, "decoder": 3, "cross": 3}),
-    Case("speecht5", _m(tf.SpeechT5Model, "speecht5"), _speecht5_run,
-         _seq2seq("", enc_self="attention", enc_fmt="encoder.wrapped_encoder.layers.{i}", dec_fmt="decoder.wrapped_decoder.layers.{i}"),
-         {"encoder": 2, "decoder": 3, "cross": 3}),
-    Case("musicgen", _musicgen_build,
-         lambda m: m(input_ids=ids(), decoder_input_ids=torch.randint(0, 16, (B * 2, 5)), use_cache=False),
-         _musicgen_modules, {"encoder": 2, "decoder": 3, "cross": 3},
-         scale=lambda s, k: 1.0 if s == "encoder" else 1 / math.sqrt(k)),  # T5 has no 1/sqrt(k),
-    Case("beit", _m(tf.BeitForImageClassification, "beit"), lambda m: m(pix()),
-         _pair("beit.layers.{i}.attention.q_proj", "beit.layers.{i}.attention.k_proj"), {"encoder": 2}),
-    Case("data2vec-vision", _m(tf.Data2VecVisionModel, "data2vec-vision"), lambda m: m(pix()),
-         _pair("encoder.layer.{i}.attention.attention.query", "encoder.layer.{i}.attention.attention.key"), {"encoder": 2}),
-    Case("deit", _m(tf.DeiTForImageClassificationWithTeacher, "deit"), lambda m: m(pix()),
-         _pair("deit.layers.{i}.attention.q_proj", "deit.layers.{i}.attention.k_proj"), {"encoder": 2}),
-    Case("dinov2", _m(tf.Dinov2Model, "dinov2"), lambda m: m(pix()),
-         _pair("encoder.layer.{i}.attention.q_proj", "encoder.layer.{i}.attention.k_proj"), {"encoder": 2}),
-    Case("vit_mae", _m(tf.ViTMAEForPreTraining, "vit_mae"), lambda m: m(pix()),
-         lambda s, i: ((("vit.layers" if s == "encoder" else "decoder.decoder_layers") + f".{i}.attention.{p}_proj") for p in "qk"),
-         {"encoder": 2, "decoder": 2}),
-    Case("swin", _m(tf.SwinModel, "swin"), lambda m: m(pix()), _swin_modules([1, 2], "attention.{p}_proj"), {"encoder": 3}),
-    Case("swinv2", _m(tf.Swinv2Model, "swinv2"), lambda m: m(pix()), _swin_modules([1, 2], "attention.self.{p}"), {"encoder": 3}, mode="normalize"),
+    Case(
+        "mobilellm",
+        _m(tf.LlamaForCausalLM, "llama", **TINY_MORE["mixtral"]),
+        lambda m: m(ids(), position_ids=zpos()),
+        _pair("model.layers.{i}.self_attn.q_proj", "model.layers.{i}.self_attn.k_proj"),
+        {"decoder": 2},
+        config_edit={"model_type": "mobilellm", "architectures": ["MobileLLMForCausalLM"]},
+    ),
+    Case(
+        "bart",
+        _m(tf.BartForConditionalGeneration, "bart"),
+        lambda m: m(ids(), decoder_input_ids=ids(5), use_cache=False),
+        _seq2seq("model."),
+        {"encoder": 2, "decoder": 3, "cross": 3},
+    ),
+    Case(
+        "mbart",
+        _m(tf.MBartForConditionalGeneration, "mbart"),
+        lambda m: m(ids(), decoder_input_ids=ids(5), use_cache=False),
+        _seq2seq("model."),
+        {"encoder": 2, "decoder": 3, "cross": 3},
+    ),
+    Case(
+        "speech_to_text",
+        _m(tf.Speech2TextForConditionalGeneration, "speech_to_text"),
+        lambda m: m(input_features=torch.randn(B, 40, 8), decoder_input_ids=ids(5), use_cache=False),
+        _seq2seq("model."),
+        {"encoder": 2, "decoder": 3, "cross": 3},
+    ),
+    Case(
+        "speecht5",
+        _m(tf.SpeechT5Model, "speecht5"),
+        _speecht5_run,
+        _seq2seq(
+            "",
+            enc_self="attention",
+            enc_fmt="encoder.wrapped_encoder.layers.{i}",
+            dec_fmt="decoder.wrapped_decoder.layers.{i}",
+        ),
+        {"encoder": 2, "decoder": 3, "cross": 3},
+    ),
+    Case(
+        "musicgen",
+        _musicgen_build,
+        lambda m: m(input_ids=ids(), decoder_input_ids=torch.randint(0, 16, (B * 2, 5)), use_cache=False),
+        _musicgen_modules,
+        {"encoder": 2, "decoder": 3, "cross": 3},
+        scale=lambda s, k: 1.0 if s == "encoder" else 1 / math.sqrt(k),
+    ),  # T5 has no 1/sqrt(k),
+    Case(
+        "beit",
+        _m(tf.BeitForImageClassification, "beit"),
+        lambda m: m(pix()),
+        _pair("beit.layers.{i}.attention.q_proj", "beit.layers.{i}.attention.k_proj"),
+        {"encoder": 2},
+    ),
+    Case(
+        "data2vec-vision",
+        _m(tf.Data2VecVisionModel, "data2vec-vision"),
+        lambda m: m(pix()),
+        _pair("encoder.layer.{i}.attention.attention.query", "encoder.layer.{i}.attention.attention.key"),
+        {"encoder": 2},
+    ),
+    Case(
+        "deit",
+        _m(tf.DeiTForImageClassificationWithTeacher, "deit"),
+        lambda m: m(pix()),
+        _pair("deit.layers.{i}.attention.q_proj", "deit.layers.{i}.attention.k_proj"),
+        {"encoder": 2},
+    ),
+    Case(
+        "dinov2",
+        _m(tf.Dinov2Model, "dinov2"),
+        lambda m: m(pix()),
+        _pair("encoder.layer.{i}.attention.q_proj", "encoder.layer.{i}.attention.k_proj"),
+        {"encoder": 2},
+    ),
+    Case(
+        "vit_mae",
+        _m(tf.ViTMAEForPreTraining, "vit_mae"),
+        lambda m: m(pix()),
+        lambda s, i: (
+            (("vit.layers" if s == "encoder" else "decoder.decoder_layers") + f".{i}.attention.{p}_proj") for p in "qk"
+        ),
+        {"encoder": 2, "decoder": 2},
+    ),
+    Case(
+        "swin",
+        _m(tf.SwinModel, "swin"),
+        lambda m: m(pix()),
+        _swin_modules([1, 2], "attention.{p}_proj"),
+        {"encoder": 3},
+    ),
+    Case(
+        "swinv2",
+        _m(tf.Swinv2Model, "swinv2"),
+        lambda m: m(pix()),
+        _swin_modules([1, 2], "attention.self.{p}"),
+        {"encoder": 3},
+        mode="normalize",
+    ),
     Case("detr", _detr_build, lambda m: m(pix(64)), _seq2seq("model."), {"encoder": 2, "decoder": 2, "cross": 2}),
-    Case("git", _m(tf.GitForCausalLM, "git"), lambda m: m(input_ids=ids(), pixel_values=pix(16)),
-         lambda s, i: (f"git.image_encoder.vision_model.encoder.layers.{i}.self_attn.{p}_proj" for p in "qk") if s == "encoder"
-         else (f"git.encoder.layer.{i}.attention.self.{p}" for p in ("query", "key")),
-         {"encoder": 3, "decoder": 2}),
+    Case(
+        "git",
+        _m(tf.GitForCausalLM, "git"),
+        lambda m: m(input_ids=ids(), pixel_values=pix(16)),
+        lambda s, i: (
+            (f"git.image_encoder.vision_model.encoder.layers.{i}.self_attn.{p}_proj" for p in "qk")
+            if s == "encoder"
+            else (f"git.encoder.layer.{i}.attention.self.{p}" for p in ("query", "key"))
+        ),
+        {"encoder": 3, "decoder": 2},
+    ),
     Case("mllama", _mllama_build, _mllama_run, _mllama_modules, {"encoder": 3, "decoder": 2}),
     _audio("hubert", tf.HubertModel),
     # WavLM calls F.multi_head_attention_forward with q_proj.weight: hook the attention module.
@@ -412,13 +665,27 @@ def test_adapter_logits_match_model(model_type, observed_cases):
 
 
 def _sam_build():
-    model = tf.SamModel(tf.SamConfig(
-        vision_config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, mlp_dim=37, image_size=64, patch_size=8,
-                           output_channels=16, window_size=4, global_attn_indexes=[1], num_pos_feats=8),
-        prompt_encoder_config=dict(hidden_size=16, image_size=64, patch_size=8, mask_input_channels=4),
-        mask_decoder_config=dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, mlp_dim=32, iou_head_hidden_dim=16),
-        attn_implementation="eager",
-    ))
+    model = tf.SamModel(
+        tf.SamConfig(
+            vision_config=dict(
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                mlp_dim=37,
+                image_size=64,
+                patch_size=8,
+                output_channels=16,
+                window_size=4,
+                global_attn_indexes=[1],
+                num_pos_feats=8,
+            ),
+            prompt_encoder_config=dict(hidden_size=16, image_size=64, patch_size=8, mask_input_channels=4),
+            mask_decoder_config=dict(
+                hidden_size=16, num_hidden_layers=2, num_attention_heads=2, mlp_dim=32, iou_head_hidden_dim=16
+            ),
+            attn_implementation="eager",
+        )
+    )
     with torch.no_grad():  # the default patch embedding is ~1e-5 in scale: make the logits testable
         model.vision_encoder.patch_embed.projection.weight.normal_(0, 0.1, generator=torch.Generator().manual_seed(5))
     return model
@@ -431,13 +698,32 @@ def _sam_modules(s, i):
 
 
 def _m2f_build():
-    return tf.Mask2FormerModel(tf.Mask2FormerConfig(
-        backbone_config=dict(model_type="swin", image_size=64, patch_size=4, embed_dim=16, depths=[1, 1, 1, 1], num_heads=[1, 1, 2, 2],
-                             window_size=4, out_features=["stage1", "stage2", "stage3", "stage4"]),
-        hidden_dim=32, mask_feature_size=32, feature_size=32, num_queries=6, num_attention_heads=4, decoder_layers=3,
-        encoder_layers=1, dim_feedforward=37, encoder_feedforward_dim=37, num_labels=3, use_pretrained_backbone=False,
-        attn_implementation="eager",
-    ))
+    return tf.Mask2FormerModel(
+        tf.Mask2FormerConfig(
+            backbone_config=dict(
+                model_type="swin",
+                image_size=64,
+                patch_size=4,
+                embed_dim=16,
+                depths=[1, 1, 1, 1],
+                num_heads=[1, 1, 2, 2],
+                window_size=4,
+                out_features=["stage1", "stage2", "stage3", "stage4"],
+            ),
+            hidden_dim=32,
+            mask_feature_size=32,
+            feature_size=32,
+            num_queries=6,
+            num_attention_heads=4,
+            decoder_layers=3,
+            encoder_layers=1,
+            dim_feedforward=37,
+            encoder_feedforward_dim=37,
+            num_labels=3,
+            use_pretrained_backbone=False,
+            attn_implementation="eager",
+        )
+    )
 
 
 def _m2f_modules(s, i):
@@ -449,9 +735,20 @@ def _m2f_modules(s, i):
 
 
 MORE = [
-    Case("sam", _sam_build, lambda m: m(pixel_values=pix(64), input_points=torch.rand(B, 1, 2, 2) * 64),
-         _sam_modules, {"encoder": 2, "decoder": 2}),
-    Case("mask2former", _m2f_build, lambda m: m(pixel_values=pix(64)), _m2f_modules, {"encoder": 4, "decoder": 2, "cross": 2}),  # decoder_layers=3 builds 2
+    Case(
+        "sam",
+        _sam_build,
+        lambda m: m(pixel_values=pix(64), input_points=torch.rand(B, 1, 2, 2) * 64),
+        _sam_modules,
+        {"encoder": 2, "decoder": 2},
+    ),
+    Case(
+        "mask2former",
+        _m2f_build,
+        lambda m: m(pixel_values=pix(64)),
+        _m2f_modules,
+        {"encoder": 4, "decoder": 2, "cross": 2},
+    ),  # decoder_layers=3 builds 2
 ]
 for _c in MORE:
     _tuple_modules(_c)
@@ -604,7 +901,9 @@ def test_layer_counts_from_weights_git_image_encoder(observed_cases):
     assert ckpt.config["num_hidden_layers"] == 2 != n_img  # the text stack's depth
 
 
-@pytest.mark.parametrize("model_type,stack", [("detr", "decoder"), ("mask2former", "decoder"), ("sam", "decoder"), ("mllama", "encoder")])
+@pytest.mark.parametrize(
+    "model_type,stack", [("detr", "decoder"), ("mask2former", "decoder"), ("sam", "decoder"), ("mllama", "encoder")]
+)
 def test_non_causal_decoders_are_reported_bidirectional(model_type, stack, observed_cases):
     """DETR/Mask2Former/SAM decoders and the Mllama vision tower attend without a causal mask:
     their objective is bidirectional, and the model's own logits carry no causal mask: every

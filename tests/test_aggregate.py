@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import toy_scores as toy
 
+import toy_scores as toy
 from wqk import aggregate as agg
 from wqk import tables
 from wqk.cli import main as wqk_main

@@ -11,15 +11,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import toy_scores as toy
 import torch
 
+import toy_scores as toy
 from wqk import aggregate as agg
 from wqk import figures
 from wqk.blocks import AttentionBlock
 from wqk.cli import main as wqk_main
-from wqk.figures import wqk_heatmaps
 from wqk.contracts import ModelInfo
+from wqk.figures import wqk_heatmaps
 from wqk.matrices import block_table
 
 

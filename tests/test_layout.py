@@ -1,7 +1,6 @@
 """The package's shape: `wqk score` walks down the modules, never back up."""
 
 from call_walk import climbs
-
 from wqk.cli import main
 from wqk.tiny import build_tiny
 

@@ -218,3 +218,41 @@ def test_matrices_out_needs_a_source(tmp_path, capsys):
     argv = ["score", str(tmp_path / "m.parquet"), "--matrices-out", str(tmp_path / "x.parquet")]
     assert main([*argv, "--out", str(tmp_path / "s.parquet")]) == 2
     assert "--matrices-out is for checkpoint sources" in capsys.readouterr().err
+
+
+def test_background_writer_writes_the_same_bytes_and_reports_its_errors(tmp_path, monkeypatch):
+    import wqk.matrices as matrices
+
+    with MatricesWriter(tmp_path / "bg.parquet", background=True) as w:
+        for info, block in w.tee(INFO, toy_blocks(torch.float16)):
+            assert info == INFO and block.q.dtype == torch.float16
+    write_matrices(INFO, toy_blocks(torch.float16), tmp_path / "fg.parquet")
+    assert (tmp_path / "bg.parquet").read_bytes() == (tmp_path / "fg.parquet").read_bytes()
+
+    real = matrices.block_table
+
+    def failing(info, block):
+        if block.stack == "decoder":
+            raise OSError("disk full")
+        return real(info, block)
+
+    monkeypatch.setattr(matrices, "block_table", failing)
+    with pytest.raises(OSError, match="disk full"):
+        with MatricesWriter(tmp_path / "bad.parquet", background=True) as w:
+            for _ in w.tee(INFO, toy_blocks()):
+                pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bg.parquet", "fg.parquet"]
+
+
+def test_heatmap_loader_reads_one_layer_at_source_precision(tmp_path):
+    from wqk.figures import wqk_heatmaps
+
+    blocks = list(toy_blocks(torch.bfloat16))
+    write_matrices(INFO, blocks, tmp_path / "m.parquet")
+    df = wqk_heatmaps.load("decoder", tmp_path / "m.parquet", layer=3)  # the decoder has layer 0 only
+    assert df["head"].tolist() == list(range(8)) and set(df["layer"]) == {0}
+    dec = blocks[2]
+    for r in df.itertuples():  # each query head with its own key head, [d, head_dim], as float32
+        np.testing.assert_array_equal(r.q.reshape(16, 2), dec.q[r.head].float().numpy())
+        np.testing.assert_array_equal(r.k.reshape(16, 2), dec.k[r.head // 4].float().numpy())
+    assert wqk_heatmaps.load("vision", tmp_path / "m.parquet").empty

@@ -80,15 +80,12 @@ def slurm(tmp_path_factory):
     try:
         if up.returncode != 0:
             pytest.fail(
-                "the test SLURM did not start (tests/slurm/slurm_up.sh):\n"
-                f"{up.stdout}\n{up.stderr}",
+                f"the test SLURM did not start (tests/slurm/slurm_up.sh):\n{up.stdout}\n{up.stderr}",
                 pytrace=False,
             )
         yield env
     finally:
-        subprocess.run(
-            ["bash", str(SLURM_DIR / "slurm_down.sh"), str(state)], timeout=60
-        )
+        subprocess.run(["bash", str(SLURM_DIR / "slurm_down.sh"), str(state)], timeout=60)
         lock.close()
 
 
@@ -98,9 +95,7 @@ def cluster_overrides():
     The profile's partition and account are placeholders for users to edit; the test
     cluster has partition `debug` and no accounts. Everything else comes from the profile.
     """
-    resources = yaml.safe_load((PROFILE_DIR / "profile.yaml").read_text())[
-        "default-resources"
-    ]
+    resources = yaml.safe_load((PROFILE_DIR / "profile.yaml").read_text())["default-resources"]
     resources = {k: v for k, v in resources.items() if k != "slurm_account"}
     resources["slurm_partition"] = "debug"
     resources["mem_mb"] = min(int(resources["mem_mb"]), 2000)  # fits the CI node

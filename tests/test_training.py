@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+
 from wqk.errors import SourceUnavailable, WqkError
 from wqk.training import corpus, summary, tokenizer
 from wqk.training.train import TrainConfig, build_model, complete_checkpoints, train
@@ -44,9 +45,7 @@ def small_corpus(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def small_tokenizer(small_corpus, tmp_path_factory):
-    return tokenizer.build(
-        tmp_path_factory.mktemp("tok") / "tok", small_corpus, vocab_size=500
-    )
+    return tokenizer.build(tmp_path_factory.mktemp("tok") / "tok", small_corpus, vocab_size=500)
 
 
 def tiny_cfg(small_corpus, small_tokenizer, out, **kw) -> TrainConfig:
@@ -90,8 +89,7 @@ _Exeunt_
 def test_play_markdown_is_stripped_to_spoken_lines():
     text = corpus.strip_play(PLAY)
     assert text == (
-        "To be, or not to be: that is the question:\n"
-        " Whether 'tis nobler in the mind to suffer\n\nMy lord!\n"
+        "To be, or not to be: that is the question:\n Whether 'tis nobler in the mind to suffer\n\nMy lord!\n"
     )
 
 
@@ -114,24 +112,16 @@ def test_pydoc_corpus_and_max_chars(tmp_path):
 
 
 def test_missing_jigsaw_folder_names_folder_and_competition(tmp_path):
-    with pytest.raises(
-        SourceUnavailable, match="jigsaw-toxic-comment-classification-challenge"
-    ) as e:
+    with pytest.raises(SourceUnavailable, match="jigsaw-toxic-comment-classification-challenge") as e:
         next(corpus.documents("jigsaw", str(tmp_path / "nowhere")))
     assert str(tmp_path / "nowhere") in str(e.value)
     r = subprocess.run(cli("corpus", "--name", "jigsaw", "--jigsaw-dir", tmp_path / "nowhere", "--out", tmp_path / "j.txt"),
                        check=False, capture_output=True, text=True, cwd=ROOT)  # fmt: skip
-    assert (
-        r.returncode == 2
-        and "kaggle" in r.stderr.lower()
-        and not (tmp_path / "j.txt").exists()
-    )
+    assert r.returncode == 2 and "kaggle" in r.stderr.lower() and not (tmp_path / "j.txt").exists()
 
 
 def test_jigsaw_folder_is_read(tmp_path):
-    pd.DataFrame(
-        {"id": ["a", "b"], "comment_text": ["first comment", "second one"]}
-    ).to_csv(tmp_path / "train.csv")
+    pd.DataFrame({"id": ["a", "b"], "comment_text": ["first comment", "second one"]}).to_csv(tmp_path / "train.csv")
     assert list(corpus.documents("jigsaw", str(tmp_path))) == [
         "first comment\n",
         "second one\n",
@@ -148,13 +138,9 @@ def test_wikipedia_with_offline_hub(monkeypatch):
     import types
 
     def load_dataset(*a, **k):
-        raise ConnectionError(
-            "Couldn't reach 'wikimedia/wikipedia' on the Hub (LocalEntryNotFoundError)"
-        )
+        raise ConnectionError("Couldn't reach 'wikimedia/wikipedia' on the Hub (LocalEntryNotFoundError)")
 
-    monkeypatch.setitem(
-        sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset)
-    )
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
     for name in ("wikipedia", "redpajama"):
         with pytest.raises(SourceUnavailable, match="HF_DATASETS_OFFLINE=1") as e:
             next(corpus.documents(name))
@@ -172,10 +158,7 @@ def test_tokenizer_is_deterministic_and_bert_like(small_corpus, tmp_path):
     assert tok.get_vocab_size() == 800
     assert [tok.token_to_id(t) for t in tokenizer.SPECIAL_TOKENS] == [0, 1, 2, 3, 4]
     assert tok.encode("Hello World").tokens[0] == "[CLS]"
-    assert all(
-        t == t.lower()
-        for t in tok.encode("The Python LANGUAGE", add_special_tokens=False).tokens
-    )
+    assert all(t == t.lower() for t in tok.encode("The Python LANGUAGE", add_special_tokens=False).tokens)
     from transformers import PreTrainedTokenizerFast
 
     assert PreTrainedTokenizerFast.from_pretrained(str(a)).mask_token_id == 4
@@ -185,9 +168,7 @@ def test_tokenizer_is_deterministic_and_bert_like(small_corpus, tmp_path):
 
 
 @pytest.mark.parametrize("objective", ["bidirectional", "autoregressive"])
-def test_symmetric_init_copies_key_into_query(
-    objective, small_corpus, small_tokenizer, tmp_path
-):
+def test_symmetric_init_copies_key_into_query(objective, small_corpus, small_tokenizer, tmp_path):
     cfg = tiny_cfg(
         small_corpus,
         small_tokenizer,
@@ -199,9 +180,7 @@ def test_symmetric_init_copies_key_into_query(
     model = build_model(cfg, 500, 0)
     for layer in model.bert.encoder.layer:
         s = layer.attention.self
-        assert torch.equal(s.query.weight, s.key.weight) and torch.equal(
-            s.query.bias, s.key.bias
-        )
+        assert torch.equal(s.query.weight, s.key.weight) and torch.equal(s.query.bias, s.key.bias)
         assert s.query.weight.data_ptr() != s.key.weight.data_ptr()  # a copy, not a tie
     default = build_model(
         tiny_cfg(small_corpus, small_tokenizer, tmp_path / "r2", objective=objective),
@@ -239,44 +218,30 @@ def _bytes(run: Path) -> dict[str, bytes]:
     return {f.relative_to(run).as_posix(): f.read_bytes() for f in files}
 
 
-def test_training_is_deterministic_and_scoreable(
-    small_corpus, small_tokenizer, tmp_path
-):
+def test_training_is_deterministic_and_scoreable(small_corpus, small_tokenizer, tmp_path):
     for name in ("a", "b"):
-        train(
-            tiny_cfg(small_corpus, small_tokenizer, tmp_path / name, init="symmetric")
-        )
+        train(tiny_cfg(small_corpus, small_tokenizer, tmp_path / name, init="symmetric"))
     a, b = _bytes(tmp_path / "a"), _bytes(tmp_path / "b")
     assert list(a) == ["checkpoints/step-000000/model.safetensors", "checkpoints/step-000003/model.safetensors",
                        "checkpoints/step-000006/model.safetensors", "loss.csv", "done.json"]  # fmt: skip
     assert a == b
     loss = pd.read_csv(tmp_path / "a" / "loss.csv")
     assert loss["step"].tolist() == [2, 4, 6] and np.isfinite(loss["loss"]).all()
-    assert (
-        a["checkpoints/step-000000/model.safetensors"]
-        != a["checkpoints/step-000006/model.safetensors"]
-    )
+    assert a["checkpoints/step-000000/model.safetensors"] != a["checkpoints/step-000006/model.safetensors"]
     assert json.loads((tmp_path / "a" / "run.json").read_text())["init"] == "symmetric"
 
     # A checkpoint is an ordinary local checkpoint for the scorer; symmetric init: M_h symmetric at step 0.
     summ, layers, losses = summary.summarize([str(tmp_path / "a")])
     assert summ["step"].tolist() == [0, 3, 6]
     first = summ.iloc[0]
-    assert (
-        first["symmetry_median"] == pytest.approx(1.0, abs=1e-5)
-        and first["stack"] == "encoder"
-    )
+    assert first["symmetry_median"] == pytest.approx(1.0, abs=1e-5) and first["stack"] == "encoder"
     assert summ.iloc[-1]["symmetry_median"] < 1.0
     assert sorted(layers.query("step == 0")["layer"]) == [0, 1]
-    at = dict(
-        zip(losses["step"], losses["loss"])
-    )  # logged at 2, 4, 6; step 3 ties 2 and 4: the earlier
+    at = dict(zip(losses["step"], losses["loss"]))  # logged at 2, 4, 6; step 3 ties 2 and 4: the earlier
     assert summ["loss"].tolist() == [at[2], at[2], at[6]]
 
 
-def test_rerun_of_finished_run_is_a_no_op_and_settings_are_checked(
-    small_corpus, small_tokenizer, tmp_path
-):
+def test_rerun_of_finished_run_is_a_no_op_and_settings_are_checked(small_corpus, small_tokenizer, tmp_path):
     cfg = tiny_cfg(small_corpus, small_tokenizer, tmp_path / "r", steps=2, save_every=2)
     train(cfg)
     before = _bytes(tmp_path / "r")
@@ -295,9 +260,7 @@ def test_rerun_of_finished_run_is_a_no_op_and_settings_are_checked(
         )
 
 
-def test_resume_after_kill_matches_uninterrupted_run(
-    small_corpus, small_tokenizer, tmp_path
-):
+def test_resume_after_kill_matches_uninterrupted_run(small_corpus, small_tokenizer, tmp_path):
     args = ["train", "--corpus", small_corpus, "--tokenizer", small_tokenizer, "--objective", "bidirectional",
             "--layers", 2, "--hidden", 32, "--heads", 2, "--intermediate", 64, "--seq-len", 16, "--batch-size", 4,
             "--steps", 80, "--save-every", 10, "--log-every", 3, "--lr", 1e-3, "--warmup", 5, "--device", "cpu",
@@ -322,17 +285,11 @@ def test_resume_after_kill_matches_uninterrupted_run(
         cwd=ROOT,
     )
     deadline = time.monotonic() + 120
-    while (
-        not complete_checkpoints(run)[1:]
-        and proc.poll() is None
-        and time.monotonic() < deadline
-    ):
+    while not complete_checkpoints(run)[1:] and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert not (run / "done.json").exists(), (
-        "the run finished before it could be killed"
-    )
+    assert not (run / "done.json").exists(), "the run finished before it could be killed"
     kept = complete_checkpoints(run)
     assert kept[-1] >= 10
 
@@ -367,9 +324,9 @@ def _fake_run(root: Path, name: str, objective: str, init: str = "default") -> P
             }
         )
     )
-    pd.DataFrame(
-        {"step": [10, 20, 30], "loss": [5.0, 4.0, 3.0], "lr": [1e-3] * 3}
-    ).to_csv(run / "loss.csv", index=False)
+    pd.DataFrame({"step": [10, 20, 30], "loss": [5.0, 4.0, 3.0], "lr": [1e-3] * 3}).to_csv(
+        run / "loss.csv", index=False
+    )
     return run
 
 
@@ -393,9 +350,7 @@ def _fake_scores(path: Path, model: str, values: list[float]) -> Path:
 
 def test_summary_from_score_files(tmp_path):
     run = _fake_run(tmp_path, "enc", "bidirectional")
-    s0 = _fake_scores(
-        tmp_path / "a.parquet", f"{run}/checkpoints/step-000000", [0.0, 0.1, 0.2, 0.3]
-    )
+    s0 = _fake_scores(tmp_path / "a.parquet", f"{run}/checkpoints/step-000000", [0.0, 0.1, 0.2, 0.3])
     s1 = _fake_scores(tmp_path / "b.parquet", "whatever", [0.4, 0.8, 0.6, 1.0])
     (tmp_path / "scores" / "enc").mkdir(parents=True)
     s1 = s1.rename(tmp_path / "scores" / "enc" / "step-000025.parquet")
@@ -451,9 +406,7 @@ def test_symmetric_init_table_on_paper_losses():
     fractions = table["fraction_steps_saved"].dropna()
     assert len(fractions) >= 4 and ((fractions >= 0) & (fractions <= 1)).all()
     never = table[table["fraction_steps_saved"].isna()]
-    assert (never["note"] != "").all() and (
-        never["final_loss_symmetric"] > never["final_loss_default"]
-    ).all()
+    assert (never["note"] != "").all() and (never["final_loss_symmetric"] > never["final_loss_default"]).all()
 
     # By hand from the CSV: the first row (1-based n) where the symmetric column <= the baseline's last value.
     wide = pd.read_csv(PAPER / "symmetric_init_loss.csv")
@@ -464,10 +417,7 @@ def test_symmetric_init_table_on_paper_losses():
     n = int(np.argmax(sym.to_numpy() <= base.iloc[-1])) + 1
     row = table.query("size == 'bert_small' and dataset == 'wikipedia'").iloc[0]
     assert row["fraction_steps_saved"] == pytest.approx(1 - n / len(wide))
-    assert (
-        row["step_reaching_default"] == n * 200
-        and row["final_loss_default"] == base.iloc[-1]
-    )
+    assert row["step_reaching_default"] == n * 200 and row["final_loss_default"] == base.iloc[-1]
 
 
 def test_symmetric_init_table_hand_case():
@@ -477,14 +427,13 @@ def test_symmetric_init_table_hand_case():
     losses = pd.DataFrame([{"size": "s", "objective": "bidirectional", "dataset": "d", "init": init,
                             "step": 10 * (i + 1), "loss": v} for init, vals in rows for i, v in enumerate(vals)])  # fmt: skip
     row = t.build({"losses": losses}).iloc[0]
-    assert row["step_reaching_default"] == 30 and row[
-        "fraction_steps_saved"
-    ] == pytest.approx(0.25)
+    assert row["step_reaching_default"] == 30 and row["fraction_steps_saved"] == pytest.approx(0.25)
     assert row["final_loss_symmetric"] == 1.0
 
 
 def test_training_figures_render(tmp_path):
     from matplotlib.figure import Figure
+
     from wqk import figures
     from wqk.figures import training_layers, training_loss, training_scores
 
@@ -507,9 +456,7 @@ def test_training_figures_render(tmp_path):
     pdf, png = figures.save(fig, tmp_path / "loss.pdf")
     assert pdf.stat().st_size > 0 and png.stat().st_size > 0
     with pytest.raises(WqkError, match="several datasets"):
-        training_scores.draw(
-            {"summary": pd.DataFrame(summ).assign(dataset=["a", "b"] * 3)}
-        )
+        training_scores.draw({"summary": pd.DataFrame(summ).assign(dataset=["a", "b"] * 3)})
 
 
 # --- the effect ---------------------------------------------------------------------------
@@ -552,7 +499,7 @@ def test_encoder_becomes_symmetric_and_decoder_column_dominant(tmp_path):
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
         for objective in ("bidirectional", "autoregressive")
     }  # fmt: skip
-    for objective, p in procs.items():
+    for p in procs.values():
         _, err = p.communicate()
         assert p.returncode == 0, err
     _assert_effect(summary.summarize([str(tmp_path / o) for o in procs])[0], min_gap=0.25)

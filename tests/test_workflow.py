@@ -39,9 +39,7 @@ def copy_workflow(dest: Path) -> Path:
 def snakemake(workdir: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", HF_HUB_OFFLINE="1")
     env.pop("HF_TOKEN", None)
-    return subprocess.run(
-        [SNAKEMAKE, *args], cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    return subprocess.run([SNAKEMAKE, *args], cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -105,7 +103,7 @@ def test_paper_dry_run_plans_every_catalogue_model(workdir):
     assert r.returncode == 0, r.stderr[-3000:]
     counts = job_counts(r.stdout)
     assert len(rows) >= 140
-    for rule in ("fetch", "extract", "score", "null_reference"):
+    for rule in ("fetch", "score"):  # score also writes the matrices and the null reference
         assert counts.get(rule) == len(rows), (rule, counts)
     # every table and figure of the paper, and the comparison with it
     for rule in ("aggregate", "validate", "table_errata", "table_scores_language", "figure_wqk_heatmaps"):
@@ -218,7 +216,9 @@ def test_editing_one_figure_module_reruns_only_that_figure(finished):
 def test_adding_a_catalogue_line_schedules_only_that_model(finished):
     catalogue = finished / "tests" / "config" / "catalogue.tsv"
     original = catalogue.read_text()
-    new_line = "\ttiny/llama\ttiny:llama\t\tLlama (tiny random)\ttext\t\tlanguage\tTrue\t\tautoregressive\t\t\tSYNTHETIC\n"
+    new_line = (
+        "\ttiny/llama\ttiny:llama\t\tLlama (tiny random)\ttext\t\tlanguage\tTrue\t\tautoregressive\t\t\tSYNTHETIC\n"
+    )
     try:
         catalogue.write_text(original + new_line)
         r = snakemake(finished, "-n", "--cores", "2", "--configfile", TEST_CONFIG)
@@ -227,10 +227,10 @@ def test_adding_a_catalogue_line_schedules_only_that_model(finished):
         os.utime(catalogue, (0, 0))
     assert r.returncode == 0, r.stderr[-3000:]
     counts = job_counts(r.stdout)
-    for rule in ("tiny", "extract", "score", "null_reference"):
+    for rule in ("tiny", "score"):
         assert counts.pop(rule) == 1, (rule, counts)
     jobs = planned_jobs(r.stdout)
-    per_model = [w for rule, w in jobs if rule in ("tiny", "extract", "score", "null_reference")]
+    per_model = [w for rule, w in jobs if rule in ("tiny", "score")]
     assert per_model and all(w == "slug=tiny--llama" for w in per_model), per_model
     # aggregates and what is drawn from them; not the heatmaps, not the training
     assert set(counts) == {

@@ -47,7 +47,9 @@ def catalogue(entries: list[dict]) -> pd.DataFrame:
     rows = []
     for e in entries:
         row = {c: "" for c in CATALOGUE_HEADER}
-        row |= {"slug": slug(e["model_id"]), "source": e["model_id"], "synthetic": "false"} | {k: str(v) for k, v in e.items()}
+        row |= {"slug": slug(e["model_id"]), "source": e["model_id"], "synthetic": "false"} | {
+            k: str(v) for k, v in e.items()
+        }
         rows.append(row)
     return pd.DataFrame(rows, columns=CATALOGUE_HEADER)
 

@@ -12,7 +12,9 @@ rule catalogue:
     localrule: True
     run:
         write_catalogue(CATALOGUE, output[0])
-        Path(log[0]).write_text(f"{len(CATALOGUE)} models from {config['catalogue']}\n")
+        Path(log[0]).write_text(
+            f"{len(CATALOGUE)} models from {config['catalogue']}\n"
+        )
 
 
 rule aggregate:

@@ -20,9 +20,20 @@ import pandas as pd
 from wqk import slug
 
 COLUMNS = [
-    "slug", "model_id", "source", "revision", "family", "modality", "n_params", "figure",
-    "synthetic", "objective_encoder", "objective_decoder", "objective_cross",
-    "paper_stacks", "notes",
+    "slug",
+    "model_id",
+    "source",
+    "revision",
+    "family",
+    "modality",
+    "n_params",
+    "figure",
+    "synthetic",
+    "objective_encoder",
+    "objective_decoder",
+    "objective_cross",
+    "paper_stacks",
+    "notes",
 ]
 
 # Legacy bare ids now live under an organisation on the hub (the old names redirect).
@@ -77,8 +88,13 @@ def figures_of(rows) -> list[str]:
     for used_in, fam in zip(rows.used_in, rows.family):
         if "stray copy" in fam:
             continue  # the authors' misfiled duplicates: noted, not plotted
-        for token, key in [("Fig(language)", "language"), ("(vision)", "vision"),
-                           ("(audio)", "audio"), ("(encoder-decoder)", "encdec"), ("+Table", "table")]:
+        for token, key in [
+            ("Fig(language)", "language"),
+            ("(vision)", "vision"),
+            ("(audio)", "audio"),
+            ("(encoder-decoder)", "encdec"),
+            ("+Table", "table"),
+        ]:
             if token in used_in and key not in keys:
                 keys.append(key)
     return keys
@@ -106,8 +122,10 @@ def objectives_of(rows, family: str) -> tuple[dict, list[str], list[str]]:
     paper_stacks.sort(key=["encoder", "decoder", "cross"].index)
     if family in NON_CAUSAL_DECODER:
         obj["decoder"] = "bidirectional"
-        notes.append("decoder self-attention is NOT causal (set prediction over queries): "
-                     "bidirectional, though the paper plotted it as a decoder")
+        notes.append(
+            "decoder self-attention is NOT causal (set prediction over queries): "
+            "bidirectional, though the paper plotted it as a decoder"
+        )
     if family == "Mllama (Llama-3.2-Vision)":
         notes.append("the paper plotted its bidirectional vision encoder as a decoder")
     if family == "MusicGen":
@@ -131,26 +149,27 @@ def main(models_csv: str, published_csv: str, out_tsv: str) -> None:
         if (group.family.str.contains("stray copy")).any():
             notes.append("the paper also plotted a stray copy of it in another figure")
         notes += [n for n in dict.fromkeys(group.notes) if n]
-        rows.append({
-            "slug": slug(model_id),
-            "model_id": model_id,
-            "source": HUB_ID.get(model_id, model_id),
-            "revision": "main",
-            "family": family,
-            "modality": modality_of(group),
-            "n_params": n_params.get(model_id, ""),
-            "figure": ",".join(figures_of(group)),
-            "synthetic": "False",
-            "objective_encoder": obj["encoder"],
-            "objective_decoder": obj["decoder"],
-            "objective_cross": obj["cross"],
-            "paper_stacks": ",".join(paper_stacks),
-            "notes": " | ".join(n.replace("\t", " ") for n in notes),
-        })
+        rows.append(
+            {
+                "slug": slug(model_id),
+                "model_id": model_id,
+                "source": HUB_ID.get(model_id, model_id),
+                "revision": "main",
+                "family": family,
+                "modality": modality_of(group),
+                "n_params": n_params.get(model_id, ""),
+                "figure": ",".join(figures_of(group)),
+                "synthetic": "False",
+                "objective_encoder": obj["encoder"],
+                "objective_decoder": obj["decoder"],
+                "objective_cross": obj["cross"],
+                "paper_stacks": ",".join(paper_stacks),
+                "notes": " | ".join(n.replace("\t", " ") for n in notes),
+            }
+        )
     rows.sort(key=lambda r: (r["modality"], r["family"], r["slug"]))
     with open(out_tsv, "w", newline="") as f:
-        w = csv.DictWriter(f, COLUMNS, delimiter="\t", lineterminator="\n",
-                           quoting=csv.QUOTE_MINIMAL)
+        w = csv.DictWriter(f, COLUMNS, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
         w.writeheader()
         w.writerows(rows)
     print(f"{out_tsv}: {len(rows)} models")

@@ -6,9 +6,9 @@ A failed or killed step leaves either the previous file or nothing, never half a
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 
 @contextmanager

@@ -120,7 +120,9 @@ def load_catalogue(path: str | os.PathLike, schema_path=None) -> list[dict]:
     origin = f"catalogue {path}"
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            lines = [(n, line) for n, line in enumerate(f, start=1) if line.strip() and not line.lstrip().startswith("#")]
+            lines = [
+                (n, line) for n, line in enumerate(f, start=1) if line.strip() and not line.lstrip().startswith("#")
+            ]
     except FileNotFoundError:
         raise CatalogueError(f"{origin} not found: set `catalogue:` in the config file") from None
     if not lines:

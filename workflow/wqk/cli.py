@@ -21,6 +21,7 @@ COMMANDS = {
     "score": ("wqk.commands.score", "matrices Parquet (or any checkpoint source) -> scores Parquet"),
     "tiny": ("wqk.commands.tiny", "build a tiny random model of a model_type (safetensors)"),
     "fetch": ("wqk.commands.fetch", "download only what extraction needs into the cache"),
+    "pin": ("wqk.commands.pin", "pin a catalogue's hub revisions to commit shas, in place"),
     "null": ("wqk.commands.null", "scores of random Gaussian Q, K with a model's shapes"),
     "aggregate": ("wqk.commands.aggregate", "scores of many models -> per-model statistics"),
     "figure": ("wqk.commands.figure", "render one figure from the aggregates"),

@@ -5,10 +5,11 @@ A layer's rows are its query heads (factor "q"), then its key heads (factor "k")
 head's rows of W_q or W_k ([head_dim, d], the layout of nn.Linear weights, so that writing
 a checkpoint's factors copies nothing) as one binary value of raw bytes in `dtype`.
 One value per head, not a list of floats: Parquet encodes a list with two level values per
-float, which made writing a 2 GB checkpoint's 670 MB of q/k take 2.5 s instead of 0.5 s
-(and byte-stream-split, which needs float lists, saves only another 8% on float32).
-zstd level 1: 8% off random float32, 20% off bfloat16 (its exponent bytes), at about
-0.7 GB/s per core (measured on the LLaMA benchmark of benchmarks/bench_workflow_path.py).
+float, which made writing a 2 GB checkpoint's 670 MB of q/k take 2.5 s instead of 1 s (and
+byte-stream-split, which needs float lists, would save only another 8% on float32).
+Compression (see write_options; measured on benchmarks/bench_workflow_path.py's LLaMA):
+zstd level 1 takes ~20% off 16-bit weights (their exponent bytes), but only ~8% off
+float32 ones for ~0.6 s of CPU per GB, so float32 weights are stored uncompressed.
 
 Written as a stream (one layer in memory at a time) to a temporary name, then renamed:
 `MatricesWriter` takes blocks as scoring consumes them (`wqk score --matrices-out`),
@@ -22,6 +23,7 @@ import queue
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -41,8 +43,6 @@ TORCH_DTYPES = {name: dtype for dtype, name in DTYPE_NAMES.items()}
 assert set(TORCH_DTYPES) == set(MATRICES_DTYPES)
 
 WRITE_OPTIONS = dict(
-    compression="zstd",
-    compression_level=1,
     # dictionaries for the repeated metadata, never for the weights (hashing every value
     # only to give up when the dictionary outgrows its page)
     use_dictionary=[c for c in MATRICES_SCHEMA.names if c != "weight"],
@@ -52,6 +52,14 @@ WRITE_OPTIONS = dict(
     # (134 MB less memory at hidden 4096, and faster)
     write_batch_size=1,
 )
+
+
+def write_options(dtype: torch.dtype) -> dict:
+    """zstd (level 1) for 16-bit weights, which it makes ~20% smaller; none for float32,
+    where it saves ~8% for ~0.6 s of CPU per GB written (a sixth of scoring's time)."""
+    zstd = [c for c in MATRICES_SCHEMA.names if c != "weight" or dtype in (torch.float16, torch.bfloat16)]
+    compression = {c: "zstd" if c in zstd else "none" for c in MATRICES_SCHEMA.names}
+    return dict(WRITE_OPTIONS, compression=compression, compression_level=dict.fromkeys(zstd, 1))
 
 
 def _head_rows(factor: torch.Tensor) -> torch.Tensor:
@@ -108,8 +116,8 @@ def block_table(info: ModelInfo, block: AttentionBlock) -> pa.Table:
 class MatricesWriter:
     """A matrices Parquet written one block at a time: `with MatricesWriter(out) as w:
     w.write(info, block)`. The file appears (atomically) when the `with` ends without an
-    error. With background=True a thread writes (in order: the same bytes) while the
-    caller goes on, holding at most two blocks; `seconds` is the time spent writing."""
+    error. With background=True a thread writes each block (in order: the same bytes)
+    while the caller scores it; `seconds` is the time spent writing."""
 
     def __init__(self, out: str | Path, background: bool = False):
         self.out = Path(out)
@@ -120,8 +128,8 @@ class MatricesWriter:
 
     def __enter__(self) -> MatricesWriter:
         self._stack = ExitStack()
-        tmp = self._stack.enter_context(atomic_path(self.out))
-        self._writer = pq.ParquetWriter(tmp, MATRICES_SCHEMA, **WRITE_OPTIONS)
+        self._tmp = self._stack.enter_context(atomic_path(self.out))
+        self._writer: pq.ParquetWriter | None = None  # opened by the first block: its dtype decides
         if self.background:
             self._queue: queue.Queue = queue.Queue(maxsize=1)
             self._thread = threading.Thread(target=self._drain, name="wqk-matrices-writer", daemon=True)
@@ -129,6 +137,10 @@ class MatricesWriter:
         return self
 
     def write(self, info: ModelInfo, block: AttentionBlock) -> None:
+        """Write a block; in the background, return at once, once the previous block is
+        written (so that a block is written while it is scored: no layer is held longer)."""
+        if self.background:
+            self._queue.join()
         if self._error is not None:
             raise self._error
         if self.background:
@@ -136,9 +148,17 @@ class MatricesWriter:
         else:
             self._write(info, block)
 
+    def tee(self, info: ModelInfo, blocks: Iterable[AttentionBlock]) -> Iterator[tuple[ModelInfo, AttentionBlock]]:
+        """(info, block) of each block, written as it passes."""
+        for block in blocks:
+            self.write(info, block)
+            yield info, block
+
     def _write(self, info: ModelInfo, block: AttentionBlock) -> None:
         t0 = time.perf_counter()
         table = block_table(info, block)
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self._tmp, MATRICES_SCHEMA, **write_options(block.q.dtype))
         self._writer.write_table(table, row_group_size=table.num_rows)
         self.n += 1
         self.seconds += time.perf_counter() - t0
@@ -150,13 +170,18 @@ class MatricesWriter:
                     self._write(*item)
                 except BaseException as e:  # raised in the caller's thread
                     self._error = e
+            del item  # the block is released as soon as it is written
+            self._queue.task_done()
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
             if self.background:
                 self._queue.put(None)
                 self._thread.join()
-            self._writer.close()
+            if self._writer is None and exc_type is None:  # no blocks: an empty file
+                self._writer = pq.ParquetWriter(self._tmp, MATRICES_SCHEMA, **write_options(torch.float32))
+            if self._writer is not None:
+                self._writer.close()
             if self._error is not None and exc_type is None:
                 raise self._error
         except BaseException as e:
@@ -187,7 +212,7 @@ def check_format(schema: pa.Schema, path) -> None:
 
 def read_blocks(path: Path) -> Iterator[tuple[ModelInfo, AttentionBlock]]:
     """Blocks back from a matrices file, one row group (layer) at a time."""
-    pf = pq.ParquetFile(path)
+    pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=4 << 20)  # half the memory of the defaults
     check_format(pf.schema_arrow, path)
     for i in range(pf.num_row_groups):
         yield from table_blocks(pf.read_row_group(i), path)
@@ -226,10 +251,10 @@ def _layer_block(t: pa.Table, path) -> tuple[ModelInfo, AttentionBlock]:
         nbytes = k * d * dtype.itemsize
         if arr.null_count or (np.diff(offsets) != nbytes).any():
             raise WqkError(f"{where}: factor {name} values are not head_dim x d = {k} x {d} {dtype} each")
-        data = np.frombuffer(arr.buffers()[2], np.uint8)[offsets[0] : offsets[-1]]
-        # copied out of Arrow's (read-only) buffer, then viewed as the recorded dtype
-        rows_t = torch.from_numpy(data.copy()).view(dtype).view(n, k, d)
-        return rows_t.mT  # [n, d, k], a view of the rows, as adapters give nn.Linear weights
+        with warnings.catch_warnings():  # Arrow's buffer, shared (not copied): nothing writes to it
+            warnings.simplefilter("ignore", UserWarning)
+            data = torch.frombuffer(arr.buffers()[2], dtype=torch.uint8, count=n * nbytes, offset=int(offsets[0]))
+        return data.view(dtype).view(n, k, d).mT  # [n, d, k] views of the rows, as adapters give nn.Linear weights
 
     q = tensor("q", first["n_heads"], first["d_q"])
     kk = tensor("k", first["n_kv_heads"], first["d_k"])

@@ -8,10 +8,10 @@ layers exist or are drawn.
 
 Random layers of one shape are i.i.d., so a deep stack needs no draw per layer: the null
 draws `n_draws(n)` of a stack's n layers, a quarter of them (rounded up), at least 2 and
-at most 8 (never more than n), evenly spread over depth (the first and the last always
-among them, so every shape of a stack whose shape changes with depth is drawn). Its cost
-stays at most about a quarter of scoring the model, and the aggregate only takes the
-median and quartiles of the drawn layers per model and stack (aggregate.null_columns).
+at most 8 (never more than n), evenly spread over depth from the first to the last (a
+stack whose shape changes with depth gets its shapes about in proportion). It costs at
+most about a quarter of scoring a stack of 8 layers or more, and the aggregate only takes
+the median and quartiles of the drawn layers per model and stack (aggregate.null_columns).
 `all_layers=True` draws every layer. Rows follow the scores Parquet contract, with
 synthetic=True, model "<model> (null)", and n_layers the model's (not the number drawn).
 """
@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import torch
+from tqdm import tqdm
 
 from .blocks import AttentionBlock
-from .contracts import NULL_SUFFIX, ModelInfo
+from .contracts import NULL_SUFFIX, ModelInfo, stack_rank
 from .errors import WqkError
 from .score_table import score_table, to_frame
 
@@ -55,8 +56,9 @@ def random_block(stack: str, layer: int, shape: dict, seed: int) -> AttentionBlo
     key = [seed, zlib.crc32(stack.encode()), int(layer)]
     gen = torch.Generator().manual_seed(int(np.random.SeedSequence(key).generate_state(1, np.uint64)[0] >> 1))
     h, h_kv, d_q, d_k, k = (int(shape[c]) for c in SHAPE_COLUMNS)
-    q = torch.randn(h, d_q, k, generator=gen)
-    kk = torch.randn(h_kv, d_k, k, generator=gen)
+    # drawn as nn.Linear weights [heads, k, d] are stored: scoring takes them as they are
+    q = torch.randn(h, k, d_q, generator=gen).mT
+    kk = torch.randn(h_kv, k, d_k, generator=gen).mT
     return AttentionBlock(stack=stack, layer=int(layer), q=q, k=kk)
 
 
@@ -106,8 +108,13 @@ def null_table(
     for rows in stacks.values():
         by_layer = {int(r["layer"]): r for r in rows}
         chosen += [by_layer[layer] for layer in drawn_layers(sorted(by_layer), all_layers)]
-    blocks = ((info, random_block(s["stack"], s["layer"], s, seed)) for s in chosen)
-    table = score_table(blocks, device=device, progress=progress)
+    chosen.sort(key=lambda s: (stack_rank(s["stack"]), s["stack"], int(s["layer"])))  # the scores' row order
+    # one layer at a time, each drawn here: score_table never calls back into this module
+    tables = [
+        score_table([(info, random_block(s["stack"], s["layer"], s, seed))], device=device, progress=False)
+        for s in tqdm(chosen, desc="null reference", unit="layer", disable=not progress)
+    ]
+    table = pa.concat_tables(tables) if tables else score_table([], device=device, progress=False)
     # n_layers is the model's: the null draws some of its layers, at their own depths
     depth = {}
     for s in shapes:  # the scores' own n_layers, else the number of layers they hold

@@ -13,10 +13,17 @@ from pathlib import Path
 
 import torch
 
-_BERT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-             vocab_size=128, max_position_embeddings=64)
+_BERT = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    vocab_size=128,
+    max_position_embeddings=64,
+)
 
 # Config kwargs per model_type: small, but with the shapes that matter (GQA, d_kv != d/H, ...).
+# fmt: off
 TINY_CONFIGS: dict[str, dict] = {
     "bert": dict(_BERT),
     "roberta": dict(_BERT, max_position_embeddings=72, pad_token_id=1, bos_token_id=0, eos_token_id=2),
@@ -24,23 +31,22 @@ TINY_CONFIGS: dict[str, dict] = {
     "albert": dict(_BERT, embedding_size=32, num_hidden_groups=1, inner_group_num=1),
     "distilbert": dict(dim=64, n_layers=2, n_heads=4, hidden_dim=64, vocab_size=128, max_position_embeddings=64),
     "gpt2": dict(n_embd=64, n_layer=2, n_head=4, n_positions=64, vocab_size=128, bos_token_id=0, eos_token_id=0),
-    "gpt_neox": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                     vocab_size=128, max_position_embeddings=64, bos_token_id=0, eos_token_id=0),
-    "llama": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
-                  intermediate_size=64, vocab_size=128, max_position_embeddings=64),
-    "mistral": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
-                    intermediate_size=64, vocab_size=128, max_position_embeddings=64, sliding_window=32),
+    "gpt_neox": dict(_BERT, bos_token_id=0, eos_token_id=0),
+    "llama": dict(_BERT, num_attention_heads=8, num_key_value_heads=2),
+    "mistral": dict(_BERT, num_attention_heads=8, num_key_value_heads=2, sliding_window=32),
     # d_kv * num_heads = 32 != d_model = 64 on purpose; decoder deeper than encoder.
     "t5": dict(d_model=64, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=3, num_heads=4, vocab_size=128,
                decoder_start_token_id=0, pad_token_id=0, eos_token_id=1),
-    "vit": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                image_size=32, patch_size=8),
+    "vit": dict(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, image_size=32, patch_size=8
+    ),
     "whisper": dict(d_model=64, encoder_layers=2, decoder_layers=3, encoder_attention_heads=4,
                     decoder_attention_heads=8, encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=128,
                     num_mel_bins=16, max_source_positions=32, max_target_positions=32, pad_token_id=0,
                     bos_token_id=1, eos_token_id=2, decoder_start_token_id=1, begin_suppress_tokens=None,
                     suppress_tokens=None),
 }
+# fmt: on
 
 # The class saved: the task head that hub checkpoints usually come from, so the names carry
 # the same prefixes as real checkpoints ("bert.", "transformer.", "model.", ...).

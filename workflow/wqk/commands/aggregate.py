@@ -13,7 +13,12 @@ log = logging.getLogger(__name__)
 
 def add_arguments(p):
     p.add_argument("--scores", nargs="+", required=True, metavar="PARQUET", help="per-model scores (wqk score)")
-    p.add_argument("--catalogue", required=True, metavar="TSV", help="catalogue TSV (columns: workflow/schemas/catalogue.schema.yaml)")
+    p.add_argument(
+        "--catalogue",
+        required=True,
+        metavar="TSV",
+        help="catalogue TSV (columns: workflow/schemas/catalogue.schema.yaml)",
+    )
     p.add_argument("--null", nargs="*", default=[], metavar="PARQUET", help="null references (wqk null)")
     p.add_argument("--out-dir", required=True, help="folder for models/groups/layers/heads .parquet (+ .csv)")
 

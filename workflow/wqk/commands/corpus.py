@@ -13,9 +13,7 @@ def add_arguments(p) -> None:
         default="data/jigsaw",
         help="folder with Kaggle's Jigsaw train.csv",
     )
-    p.add_argument(
-        "--max-chars", type=int, default=None, help="stop after this many characters"
-    )
+    p.add_argument("--max-chars", type=int, default=None, help="stop after this many characters")
 
 
 def run(args) -> int:

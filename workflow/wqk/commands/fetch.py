@@ -13,11 +13,11 @@ from ..errors import SourceUnavailable
 
 def add_arguments(p) -> None:
     p.add_argument("source", help="hub id org/name[@revision]")
-    p.add_argument("--out", type=Path, help="copy the fetched folder here (default: print the "
-                   "cache folder only)")
+    p.add_argument("--out", type=Path, help="copy the fetched folder here (default: print the cache folder only)")
     p.add_argument("--revision", help="branch, tag or commit sha (default: main)")
-    p.add_argument("--all-weights", action="store_true",
-                   help="download whole weight files instead of the q/k byte ranges")
+    p.add_argument(
+        "--all-weights", action="store_true", help="download whole weight files instead of the q/k byte ranges"
+    )
     p.add_argument("--cache-dir", help="our cache root (default: $WQK_CACHE or ~/.cache/wqk)")
     p.add_argument("--no-progress", action="store_true")
 
@@ -28,14 +28,17 @@ def run(args) -> int:
 
     src = parse_source(args.source)
     if src.kind != "hub":
-        raise SourceUnavailable(f"nothing to fetch for the {src.kind} source {args.source}: "
-                                "use it directly as the source of `wqk extract`")
+        raise SourceUnavailable(
+            f"nothing to fetch for the {src.kind} source {args.source}: use it directly as the source of `wqk extract`"
+        )
     repo_id, at = src.repo, src.revision
     if at and args.revision and at != args.revision:
-        raise SourceUnavailable(f"{args.source}: revision given twice ({at!r} and --revision "
-                                f"{args.revision!r}): keep one")
-    folder = fetch_hub(repo_id, at or args.revision, args.cache_dir,
-                       qk_only=not args.all_weights, progress=not args.no_progress)
+        raise SourceUnavailable(
+            f"{args.source}: revision given twice ({at!r} and --revision {args.revision!r}): keep one"
+        )
+    folder = fetch_hub(
+        repo_id, at or args.revision, args.cache_dir, qk_only=not args.all_weights, progress=not args.no_progress
+    )
     if args.out is None:
         print(folder)
         return 0

@@ -7,6 +7,7 @@ same pass (each layer as it is scored: the weights are read once); --null-out th
 reference (wqk.null) of the scored shapes. That is the workflow's one job per model.
 """
 
+import itertools
 import sys
 import time
 from pathlib import Path
@@ -23,16 +24,6 @@ def add_arguments(p):
     p.add_argument("--null-out", type=Path, help="also write the null reference (random Q, K of these shapes)")
     p.add_argument("--null-seed", type=int, default=0, help="seed of the null reference")
     p.add_argument("--quiet", action="store_true", help="no per-layer table")
-
-
-def _items_from_source(found, args, writer):
-    from ..adapters import open_source
-
-    info, blocks = open_source(found, args.name, args.synthetic)
-    for block in blocks:
-        if writer is not None:
-            writer.write(info, block)
-        yield info, block
 
 
 def run(args):
@@ -54,11 +45,19 @@ def run(args):
     t0 = time.perf_counter()
     with ExitStack() as stack:
         writer = stack.enter_context(MatricesWriter(args.matrices_out, background=True)) if args.matrices_out else None
-        items = read_blocks(Path(args.input)) if from_matrices else _items_from_source(found, args, writer)
+        if from_matrices:
+            items = read_blocks(Path(args.input))
+        else:
+            from ..adapters import open_source
+
+            info, blocks = open_source(found, args.name, args.synthetic)
+            # the stream is consumed by score_table: nothing in it calls back into this module
+            items = writer.tee(info, blocks) if writer else zip(itertools.repeat(info), blocks)
         table = score_table(items, device=args.device, n_std=args.n_std)
-    timing = [f"scored {table.num_rows} rows in {time.perf_counter() - t0:.2f} s"]
+    n_layers = table.column("scope").to_pylist().count("layer")
+    timing = [f"scored {n_layers} layers in {time.perf_counter() - t0:.2f} s"]
     if writer is not None:
-        timing.append(f"of which {writer.seconds:.2f} s writing {args.matrices_out}")
+        timing.append(f"{args.matrices_out} written alongside in {writer.seconds:.2f} s")
     write_scores(table, args.out)
     if args.null_out:
         from ..null import null_table

@@ -6,9 +6,7 @@ from __future__ import annotations
 def add_arguments(p) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--corpus", help="text file to train a WordPiece tokenizer on")
-    src.add_argument(
-        "--pretrained", help="hub tokenizer to fetch instead, e.g. bert-base-uncased"
-    )
+    src.add_argument("--pretrained", help="hub tokenizer to fetch instead, e.g. bert-base-uncased")
     p.add_argument("--vocab-size", type=int, default=8000)
     p.add_argument(
         "--out",

@@ -41,9 +41,7 @@ def add_arguments(p) -> None:
         default=100,
         help="checkpoint every N steps (and at 0 and the end)",
     )
-    p.add_argument(
-        "--log-every", type=int, default=10, help="log the mean loss every N steps"
-    )
+    p.add_argument("--log-every", type=int, default=10, help="log the mean loss every N steps")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--size",
@@ -56,9 +54,7 @@ def add_arguments(p) -> None:
         help="dataset label for summaries (default: corpus file stem)",
     )
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument(
-        "--threads", type=int, default=0, help="CPU threads for torch (0: its default)"
-    )
+    p.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: its default)")
     p.add_argument("--fp16", action="store_true", help="mixed precision (CUDA only)")
     p.add_argument("--out", required=True, help="run folder")
 

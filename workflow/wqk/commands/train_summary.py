@@ -10,9 +10,7 @@ from pathlib import Path
 
 
 def add_arguments(p) -> None:
-    p.add_argument(
-        "--runs", nargs="+", required=True, help="run folders written by `wqk train`"
-    )
+    p.add_argument("--runs", nargs="+", required=True, help="run folders written by `wqk train`")
     p.add_argument(
         "--scores",
         nargs="*",

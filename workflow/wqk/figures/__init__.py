@@ -17,7 +17,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..atomic import atomic_path
-from ..contracts import MODALITIES, OBJECTIVES
+from ..contracts import OBJECTIVES
 
 logging.getLogger("fontTools").setLevel(logging.WARNING)  # font subsetting chatter on every PDF
 

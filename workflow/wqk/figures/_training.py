@@ -17,9 +17,7 @@ def select(df: pd.DataFrame, dataset=None, init="default", size=None) -> pd.Data
     if dataset is None:
         found = sorted(df["dataset"].astype(str).unique())
         if len(found) > 1:
-            raise WqkError(
-                f"several datasets ({', '.join(found)}): pick one with --param dataset=NAME"
-            )
+            raise WqkError(f"several datasets ({', '.join(found)}): pick one with --param dataset=NAME")
     else:
         df = df[df["dataset"].astype(str) == str(dataset)]
     if init not in (None, "all"):
@@ -30,9 +28,5 @@ def select(df: pd.DataFrame, dataset=None, init="default", size=None) -> pd.Data
 
 
 def title(df: pd.DataFrame, dataset=None) -> str:
-    names = (
-        sorted(df["dataset"].astype(str).unique())
-        if dataset is None
-        else [str(dataset)]
-    )
+    names = sorted(df["dataset"].astype(str).unique()) if dataset is None else [str(dataset)]
     return ", ".join(names) or "no runs"

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.patches import Patch
 
-from . import DOUBLE, MODALITIES, OBJECTIVE_ORDER, colour, label, new_figure, no_data, score_axis, style
+from ..contracts import MODALITIES
+from . import DOUBLE, OBJECTIVE_ORDER, colour, label, new_figure, no_data, score_axis, style
 
 METRICS = ("symmetry", "directionality")
 
@@ -49,7 +50,8 @@ def draw(data: dict, stacks: str = "encoder,decoder", max_points: int = 300, wid
                 c = colour(objective)
                 ax.boxplot(
                     [v], positions=[x], widths=0.6, showfliers=False, patch_artist=True,
-                    boxprops={"facecolor": "none", "edgecolor": c, "linewidth": 0.8, "linestyle": "--" if synthetic else "-"},
+                    boxprops={"facecolor": "none", "edgecolor": c, "linewidth": 0.8,
+                              "linestyle": "--" if synthetic else "-"},
                     medianprops={"color": c, "linewidth": 1.2}, whiskerprops={"color": c, "linewidth": 0.6},
                     capprops={"color": c, "linewidth": 0.6},
                 )  # fmt: skip

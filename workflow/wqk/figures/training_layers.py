@@ -20,9 +20,7 @@ def draw(data: dict, dataset=None, init="default", size=None, width=DOUBLE, heig
     df = select(data["layers"], dataset, init, size)
     sizes = sorted(df["size"].astype(str).unique())
     if len(sizes) > 1:
-        raise WqkError(
-            f"several model sizes ({', '.join(sizes)}): pick one with --param size=NAME"
-        )
+        raise WqkError(f"several model sizes ({', '.join(sizes)}): pick one with --param size=NAME")
     cmap = mpl.colormaps["cividis"]
     n_layers = int(df["layer"].max()) + 1 if len(df) else 1
     norm = mpl.colors.Normalize(vmin=0, vmax=max(n_layers - 1, 1))
@@ -42,13 +40,7 @@ def draw(data: dict, dataset=None, init="default", size=None, width=DOUBLE, heig
                 for layer, gl in g.groupby("layer"):
                     gl = gl.sort_values("step")
                     ax.plot(gl["step"], gl[metric], color=cmap(norm(layer)), lw=0.9)
-        bar = fig.colorbar(
-            mpl.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes, shrink=0.6, pad=0.02
-        )
+        bar = fig.colorbar(mpl.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes, shrink=0.6, pad=0.02)
         bar.set_label("layer")
-        bar.set_ticks(
-            range(n_layers)
-            if n_layers <= 12
-            else range(0, n_layers, max(1, n_layers // 6))
-        )
+        bar.set_ticks(range(n_layers) if n_layers <= 12 else range(0, n_layers, max(1, n_layers // 6)))
     return fig

@@ -35,9 +35,7 @@ def draw(
         df = df[df["dataset"].astype(str) == str(dataset)]
     if size is not None:
         df = df[df["size"].astype(str) == str(size)]
-    panels = sorted({(str(s), str(d)) for s, d in zip(df["size"], df["dataset"])}) or [
-        ("", "")
-    ]
+    panels = sorted({(str(s), str(d)) for s, d in zip(df["size"], df["dataset"])}) or [("", "")]
     ncols = min(len(panels), 3)
     nrows = math.ceil(len(panels) / ncols)
     with style():
@@ -54,9 +52,7 @@ def draw(
                 no_data(ax, "no runs")
             for obj in objectives:
                 for init, ls in (("default", "-"), ("symmetric", "--")):
-                    gi = g[(g["init"] == init) & (g["objective"] == obj)].sort_values(
-                        "step"
-                    )
+                    gi = g[(g["init"] == init) & (g["objective"] == obj)].sort_values("step")
                     if not gi.empty:
                         ax.plot(
                             gi["step"],
@@ -67,9 +63,7 @@ def draw(
                         )
         for ax in flat[len(panels) :]:
             ax.set_visible(False)
-        legend = {
-            lab: h for ax in flat for h, lab in zip(*ax.get_legend_handles_labels())
-        }
+        legend = {lab: h for ax in flat for h, lab in zip(*ax.get_legend_handles_labels())}
         handles, labels = list(legend.values()), list(legend)
         if handles:
             fig.legend(handles, labels, loc="outside lower center", ncols=2)

@@ -28,15 +28,11 @@ def draw(data: dict, dataset=None, init="default", size=None, width=DOUBLE, heig
                 no_data(ax, "no runs")
             for objective in OBJECTIVE_ORDER:
                 for i, s in enumerate(sizes):
-                    g = df[
-                        (df["objective"] == objective) & (df["size"].astype(str) == s)
-                    ].sort_values("step")
+                    g = df[(df["objective"] == objective) & (df["size"].astype(str) == s)].sort_values("step")
                     if g.empty:
                         continue
                     c = colour(objective)
-                    name = NAMES.get(objective, objective) + (
-                        f", {s}" if len(sizes) > 1 else ""
-                    )
+                    name = NAMES.get(objective, objective) + (f", {s}" if len(sizes) > 1 else "")
                     ax.plot(
                         g["step"],
                         g[f"{metric}_median"],
@@ -54,7 +50,5 @@ def draw(data: dict, dataset=None, init="default", size=None, width=DOUBLE, heig
                     )
         handles, labels = axes[0][0].get_legend_handles_labels()
         if handles:
-            fig.legend(
-                handles, labels, loc="outside lower center", ncols=min(len(handles), 4)
-            )
+            fig.legend(handles, labels, loc="outside lower center", ncols=min(len(handles), 4))
     return fig

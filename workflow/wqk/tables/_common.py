@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..contracts import MODALITIES, OBJECTIVES, stack_rank
+from ..contracts import METRICS, MODALITIES, OBJECTIVES, stack_rank
 from . import params_text, quartile_text
 
 OBJECTIVE_ORDER = {o: i for i, o in enumerate(OBJECTIVES)}
@@ -15,13 +15,12 @@ def model_name(row) -> str:
 
 
 def score_columns(df: pd.DataFrame, prefix: str = "", digits: int = 2) -> dict[str, pd.Series]:
-    return {
-        m: df.apply(
-            lambda r: quartile_text(r[f"{prefix}{m}_median"], r[f"{prefix}{m}_q25"], r[f"{prefix}{m}_q75"], digits),
-            axis=1,
+    def text(m: str) -> pd.Series:
+        return df.apply(
+            lambda r: quartile_text(*(r[f"{prefix}{m}_{s}"] for s in ("median", "q25", "q75")), digits), axis=1
         )
-        for m in ("symmetry", "directionality")
-    }
+
+    return {m: text(m) for m in METRICS}
 
 
 MODALITY_ORDER = {m: i for i, m in enumerate(MODALITIES)}

@@ -32,9 +32,7 @@ def from_paper(wide: pd.DataFrame, log_every: int = PAPER_LOG_EVERY) -> pd.DataF
         parts = col.split("--")
         init = "symmetric" if parts[-1] == "symmetric-init" else "default"
         size, kind, dataset = parts[:3]
-        objective = {"encoder": "bidirectional", "decoder": "autoregressive"}.get(
-            kind, kind
-        )
+        objective = {"encoder": "bidirectional", "decoder": "autoregressive"}.get(kind, kind)
         rows.append(pd.DataFrame({"run": col, "size": size, "objective": objective, "init": init,
                                   "dataset": dataset, "step": steps, "loss": wide[col].to_numpy(float)}))  # fmt: skip
     return pd.concat(rows, ignore_index=True)
@@ -42,16 +40,10 @@ def from_paper(wide: pd.DataFrame, log_every: int = PAPER_LOG_EVERY) -> pd.DataF
 
 def load(key: str, path, **_) -> pd.DataFrame:
     df = pd.read_csv(path)
-    return (
-        from_paper(df)
-        if "step" not in df.columns and any("--" in c for c in df.columns)
-        else df
-    )
+    return from_paper(df) if "step" not in df.columns and any("--" in c for c in df.columns) else df
 
 
-def steps_saved(
-    baseline: pd.DataFrame, symmetric: pd.DataFrame
-) -> tuple[float, float, float, str]:
+def steps_saved(baseline: pd.DataFrame, symmetric: pd.DataFrame) -> tuple[float, float, float, str]:
     """(baseline final loss, first step reaching it, fraction saved, note) for one pair of runs."""
     base = baseline.dropna(subset=["loss"]).sort_values("step")
     sym = symmetric.dropna(subset=["loss"]).sort_values("step")
@@ -80,9 +72,7 @@ def build(data: dict, objective: str = "bidirectional") -> pd.DataFrame:
         if base.empty or sym.empty:
             continue
         target, step, fraction, note = steps_saved(base, sym)
-        final_sym = float(
-            sym.dropna(subset=["loss"]).sort_values("step")["loss"].iloc[-1]
-        )
+        final_sym = float(sym.dropna(subset=["loss"]).sort_values("step")["loss"].iloc[-1])
         rows.append({**dict(zip(KEYS, key)), "final_loss_default": target, "final_loss_symmetric": final_sym,
                      "steps": int(sym["step"].max()), "step_reaching_default": step,
                      "fraction_steps_saved": fraction, "note": note})  # fmt: skip

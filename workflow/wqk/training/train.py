@@ -74,27 +74,19 @@ class TrainConfig:
     seed: int = 0
     device: str = "auto"
     fp16: bool = False
-    max_grad_norm: float = (
-        1.0  # the transformers Trainer default the authors trained with
-    )
-    threads: int = (
-        0  # CPU threads for torch (0: torch's default); results may depend on it
-    )
+    max_grad_norm: float = 1.0  # the transformers Trainer default the authors trained with
+    threads: int = 0  # CPU threads for torch (0: torch's default); results may depend on it
     size: str = ""  # label for summaries; default "L{layers}-H{hidden}"
     dataset: str = ""  # label for summaries; default the corpus file's stem
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
-            raise WqkError(
-                f"objective must be one of {OBJECTIVES}, got {self.objective!r}"
-            )
+            raise WqkError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
         if self.init not in INITS:
             raise WqkError(f"init must be one of {INITS}, got {self.init!r}")
         if self.hidden % self.heads:
-            raise WqkError(
-                f"hidden size {self.hidden} is not divisible by {self.heads} heads"
-            )
+            raise WqkError(f"hidden size {self.hidden} is not divisible by {self.heads} heads")
         for name in (
             "steps",
             "save_every",
@@ -121,9 +113,7 @@ def token_stream(corpus: str | os.PathLike, tok) -> torch.Tensor:
 
     sep = tok.token_to_id("[SEP]")
     ids: list[int] = []
-    for enc in tok.encode_batch(
-        list(_paragraphs(Path(corpus))), add_special_tokens=False
-    ):
+    for enc in tok.encode_batch(list(_paragraphs(Path(corpus))), add_special_tokens=False):
         ids.extend(enc.ids)
         ids.append(sep)
     return torch.tensor(ids, dtype=torch.long)
@@ -133,15 +123,11 @@ def chunk(stream, seq_len: int):
     """Non-overlapping sequences of seq_len tokens: [n, seq_len]."""
     n = stream.numel() // seq_len
     if n < 1:
-        raise WqkError(
-            f"corpus has {stream.numel()} tokens, fewer than one sequence of {seq_len}"
-        )
+        raise WqkError(f"corpus has {stream.numel()} tokens, fewer than one sequence of {seq_len}")
     return stream[: n * seq_len].view(n, seq_len)
 
 
-def mask_tokens(
-    input_ids, generator, *, mask_id: int, vocab_size: int, special_ids: list[int]
-):
+def mask_tokens(input_ids, generator, *, mask_id: int, vocab_size: int, special_ids: list[int]):
     """BERT masking as transformers' DataCollatorForLanguageModeling, from an explicit generator:
     15% of non-special tokens are predicted; of those 80% -> [MASK], 10% -> random, 10% kept."""
     import torch
@@ -153,19 +139,10 @@ def mask_tokens(
     masked = torch.bernoulli(prob, generator=generator).bool()
     labels[~masked] = -100
     inputs = input_ids.clone()
-    replaced = (
-        torch.bernoulli(torch.full(labels.shape, 0.8), generator=generator).bool()
-        & masked
-    )
+    replaced = torch.bernoulli(torch.full(labels.shape, 0.8), generator=generator).bool() & masked
     inputs[replaced] = mask_id
-    randomised = (
-        torch.bernoulli(torch.full(labels.shape, 0.5), generator=generator).bool()
-        & masked
-        & ~replaced
-    )
-    inputs[randomised] = torch.randint(vocab_size, labels.shape, generator=generator)[
-        randomised
-    ]
+    randomised = torch.bernoulli(torch.full(labels.shape, 0.5), generator=generator).bool() & masked & ~replaced
+    inputs[randomised] = torch.randint(vocab_size, labels.shape, generator=generator)[randomised]
     return inputs, labels
 
 
@@ -238,11 +215,7 @@ def complete_checkpoints(run_dir: Path) -> list[int]:
     steps = []
     for d in root.iterdir():
         m = CHECKPOINT_RE.fullmatch(d.name)
-        if (
-            m
-            and (d / "trainer_state.pt").is_file()
-            and (d / "model.safetensors").is_file()
-        ):
+        if m and (d / "trainer_state.pt").is_file() and (d / "model.safetensors").is_file():
             steps.append(int(m.group(1)))
     return sorted(steps)
 
@@ -262,14 +235,10 @@ def _save(run_dir: Path, step: int, model, state: dict) -> None:
 def _load_weights(model, folder: Path) -> None:
     from safetensors.torch import load_file
 
-    missing, unexpected = model.load_state_dict(
-        load_file(folder / "model.safetensors"), strict=False
-    )
+    missing, unexpected = model.load_state_dict(load_file(folder / "model.safetensors"), strict=False)
     tied = {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"}
     if unexpected or set(missing) - tied:
-        raise WqkError(
-            f"checkpoint {folder} does not match the model: missing {missing}, unexpected {unexpected}"
-        )
+        raise WqkError(f"checkpoint {folder} does not match the model: missing {missing}, unexpected {unexpected}")
 
 
 def _sha256(path: Path) -> str:
@@ -366,9 +335,7 @@ def _train(cfg: TrainConfig) -> dict:
         torch.backends.cudnn.allow_tf32 = False
 
     tok = load_tokenizer(cfg.tokenizer)
-    ids = {
-        t: tok.token_to_id(t) for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]")
-    }
+    ids = {t: tok.token_to_id(t) for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]")}
     if any(v is None for v in ids.values()):
         raise WqkError(f"tokenizer {cfg.tokenizer} lacks a special token: {ids}")
     vocab_size = tok.get_vocab_size()
@@ -389,9 +356,7 @@ def _train(cfg: TrainConfig) -> dict:
     if done_steps:
         start = done_steps[-1]
         folder = checkpoint_dir(run_dir, start)
-        state = torch.load(
-            folder / "trainer_state.pt", map_location="cpu", weights_only=False
-        )
+        state = torch.load(folder / "trainer_state.pt", map_location="cpu", weights_only=False)
         _load_weights(model, folder)
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
@@ -444,9 +409,7 @@ def _train(cfg: TrainConfig) -> dict:
         for step in range(start + 1, cfg.steps + 1):
             step_loss = 0.0
             for _ in range(cfg.grad_accum):
-                rows_ = torch.randint(
-                    data.shape[0], (cfg.batch_size,), generator=batches
-                )
+                rows_ = torch.randint(data.shape[0], (cfg.batch_size,), generator=batches)
                 input_ids = data[rows_]
                 if cfg.objective == "bidirectional":
                     input_ids, labels = mask_tokens(
@@ -459,9 +422,7 @@ def _train(cfg: TrainConfig) -> dict:
                 else:
                     labels = input_ids  # BertLMHeadModel shifts them for next-token prediction
                 with torch.autocast("cuda", dtype=torch.float16, enabled=fp16):
-                    out = model(
-                        input_ids=input_ids.to(device), labels=labels.to(device)
-                    )
+                    out = model(input_ids=input_ids.to(device), labels=labels.to(device))
                 loss = out.loss / cfg.grad_accum
                 scaler.scale(loss).backward()
                 step_loss += loss.item()
@@ -475,14 +436,10 @@ def _train(cfg: TrainConfig) -> dict:
             loss_n += 1
             if step % cfg.log_every == 0 or step == cfg.steps:
                 last_loss = loss_sum / loss_n
-                writer.writerow(
-                    [step, repr(last_loss), repr(scheduler.get_last_lr()[0])]
-                )
+                writer.writerow([step, repr(last_loss), repr(scheduler.get_last_lr()[0])])
                 loss_file.flush()
                 loss_sum, loss_n = 0.0, 0
-                bar.set_postfix(
-                    loss=f"{last_loss:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}"
-                )
+                bar.set_postfix(loss=f"{last_loss:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
             if step in saves:
                 _save(run_dir, step, model, trainer_state())
             bar.update(1)
@@ -491,10 +448,7 @@ def _train(cfg: TrainConfig) -> dict:
     result = {
         "steps": cfg.steps,
         "final_loss": float(final[-1][1]) if final else None,
-        "checkpoints": [
-            checkpoint_dir(run_dir, s).relative_to(run_dir).as_posix()
-            for s in sorted(saves)
-        ],
+        "checkpoints": [checkpoint_dir(run_dir, s).relative_to(run_dir).as_posix() for s in sorted(saves)],
     }
     log.info(
         "%s: %d steps in %.1f s, final loss %s",

@@ -142,5 +142,3 @@ class SafetensorsStore(FileStore):
             raise CorruptCheckpoint(f"{f}: cannot read tensor {name!r} ({e}); re-download the file") from None
         # the stored precision (scoring converts where it computes); other dtypes as float32
         return t if t.dtype in (torch.float32, torch.float16, torch.bfloat16) else t.to(torch.float32)
-
-

@@ -3,16 +3,23 @@ files, downloads whole files into the standard HF cache and streams byte ranges.
 
 Every huggingface_hub/httpx failure leaves here as a one-line SourceUnavailable naming the repo
 and the fix (gated, not found, missing revision); an unreachable hub, a dropped connection, 5xx
-and 429 as `Unreachable`, which the range reads retry and the cache may answer instead. Also here:
-whether huggingface_hub is in offline mode. huggingface_hub itself is imported only when called.
+and 429 as `Unreachable`, which the cache may answer instead. 429 and 5xx of the API and of range
+reads are retried here, each request on its own, waiting what `Retry-After` asks (MAX_WAIT_S at
+most), else BACKOFF_S doubling (whole-file downloads: huggingface_hub retries them itself);
+dropped connections are the range reads' to retry (they know where to resume). A commit id from
+the hub is accepted only as 40 hex digits: it becomes a folder name. Also here: whether
+huggingface_hub is in offline mode. huggingface_hub itself is imported only when called.
 """
 
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import importlib
 import logging
 import os
+import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,10 +28,22 @@ from ...errors import SourceUnavailable, WqkError
 log = logging.getLogger(__name__)
 
 TIMEOUT_S = float(os.environ.get("WQK_HUB_TIMEOUT", "10"))  # per request: offline fails in seconds
+RETRIES = 5  # per request, on 429 and 5xx
+BACKOFF_S = 1.0  # first wait when the hub names none; doubles
+MAX_WAIT_S = 60.0  # the longest wait, Retry-After included
+sleep = time.sleep  # patched by tests
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 class Unreachable(SourceUnavailable):
-    """The hub did not answer, stopped short or answered 5xx/429: worth a retry, or the cache."""
+    """The hub did not answer, stopped short or answered 5xx/429: worth a retry, or the cache.
+
+    status: the HTTP status of a 429/5xx, already retried here (RETRIES times); None for a
+    connection that failed or dropped. retry_after: the seconds the hub asked us to wait."""
+
+    def __init__(self, message: str, status: int | None = None, retry_after: float | None = None):
+        super().__init__(message)
+        self.status, self.retry_after = status, retry_after
 
 
 def offline() -> bool:
@@ -38,7 +57,8 @@ def offline() -> bool:
 def gated(repo_id: str, endpoint: str) -> SourceUnavailable:
     return SourceUnavailable(
         f"{repo_id} is gated or private: accept its licence at {endpoint}/{repo_id} "
-        "and export HF_TOKEN=<a token with access>")
+        "and export HF_TOKEN=<a token with access>"
+    )
 
 
 @dataclass
@@ -52,24 +72,46 @@ class Hub:
     timeout: float
 
     @classmethod
-    def connect(cls, repo_id: str, endpoint: str | None = None, token: str | None = None,
-                hf_cache_dir=None, timeout: float | None = None) -> Hub:
+    def connect(
+        cls,
+        repo_id: str,
+        endpoint: str | None = None,
+        token: str | None = None,
+        hf_cache_dir=None,
+        timeout: float | None = None,
+    ) -> Hub:
         """Defaults read now, not at import: $HF_ENDPOINT (else huggingface.co), $HF_HUB_CACHE
         (else huggingface_hub's), TIMEOUT_S; token None lets huggingface_hub read HF_TOKEN."""
         from huggingface_hub import constants
 
         endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
         hf_cache_dir = hf_cache_dir or os.environ.get("HF_HUB_CACHE")
-        return cls(repo_id, endpoint, token, str(hf_cache_dir) if hf_cache_dir else None,
-                   TIMEOUT_S if timeout is None else timeout)
+        return cls(
+            repo_id,
+            endpoint,
+            token,
+            str(hf_cache_dir) if hf_cache_dir else None,
+            TIMEOUT_S if timeout is None else timeout,
+        )
 
     def info(self, revision: str | None):
-        """The repo's model info at a revision (None: main): `.sha`, `.siblings`, `.gated`."""
+        """The repo's model info at a revision (None: main): `.sha` (checked: 40 hex digits),
+        `.siblings`, `.gated`."""
         from huggingface_hub import HfApi
 
         api = HfApi(endpoint=self.endpoint, token=self.token)
-        with _hub_errors(self.repo_id, revision, self.endpoint):
-            return api.model_info(self.repo_id, revision=revision, timeout=self.timeout)
+
+        def ask():
+            with _hub_errors(self.repo_id, revision, self.endpoint):
+                return api.model_info(self.repo_id, revision=revision, timeout=self.timeout)
+
+        info = self._retrying(ask, f"the revision {revision or 'main'} of {self.repo_id}")
+        if not isinstance(info.sha, str) or not _COMMIT.fullmatch(info.sha):
+            raise SourceUnavailable(
+                f"{self.repo_id}: the hub at {self.endpoint} sent {info.sha!r} as the commit of "
+                f"{revision or 'main'}, not 40 hex digits: refusing it (check HF_ENDPOINT)"
+            )
+        return info
 
     def check_access(self, info) -> None:
         """SourceUnavailable now, before any file is asked for, for a gated repo and no token."""
@@ -83,31 +125,29 @@ class Hub:
         """Whole file through huggingface_hub into the standard HF cache."""
         from huggingface_hub import hf_hub_download
 
-        with _hub_errors(self.repo_id, sha, self.endpoint, files=True):
-            return Path(hf_hub_download(
-                self.repo_id, filename, revision=sha, cache_dir=self.hf_cache_dir,
-                endpoint=self.endpoint, token=self.token, etag_timeout=self.timeout,
-                local_files_only=local_only or offline()))
+        with _hub_errors(self.repo_id, sha, self.endpoint, files=True):  # it retries 429/5xx itself
+            return Path(
+                hf_hub_download(
+                    self.repo_id,
+                    filename,
+                    revision=sha,
+                    cache_dir=self.hf_cache_dir,
+                    endpoint=self.endpoint,
+                    token=self.token,
+                    etag_timeout=self.timeout,
+                    local_files_only=local_only or offline(),
+                )
+            )
 
     def stream(self, filename: str, sha: str, start: int, end: int):
-        """Yield the bytes [start, end) of a file, via an HTTP range request."""
-        from huggingface_hub import hf_hub_url
-        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
-
-        url = hf_hub_url(self.repo_id, filename, revision=sha, endpoint=self.endpoint)
-        headers = build_hf_headers(token=self.token)
-        headers.update({"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"})
-        with _hub_errors(self.repo_id, sha, self.endpoint, files=True):
-            with get_session().stream("GET", url, headers=headers, timeout=self.timeout) as r:
-                if r.status_code >= 400:
-                    r.read()
-                    hf_raise_for_status(r)
-                if r.status_code != 206 and not (r.status_code == 200 and start == 0 and
-                                                 int(r.headers.get("Content-Length", -1)) == end):
-                    raise SourceUnavailable(
-                        f"{self.endpoint} ignored a byte-range request for {self.repo_id}/"
-                        f"{filename} (HTTP {r.status_code}): fetch whole files with --all-weights")
+        """Yield the bytes [start, end) of a file, via an HTTP range request (429/5xx retried
+        before the first byte; redirects followed, without the token to another host)."""
+        r = self._retrying(lambda: self._open(filename, sha, start, end), f"{self.repo_id}/{filename}")
+        try:
+            with _hub_errors(self.repo_id, sha, self.endpoint, files=True):
                 yield from r.iter_bytes()  # as received: a dropped connection loses nothing
+        finally:
+            r.close()
 
     def read(self, filename: str, sha: str, start: int, end: int) -> bytes:
         """The bytes [start, end) of a file; Unreachable when fewer came."""
@@ -115,6 +155,69 @@ class Hub:
         if len(data) != end - start:
             raise Unreachable(f"short read from the hub for {self.repo_id}/{filename}: rerun")
         return data
+
+    def head(self, filename: str, sha: str, n: int) -> tuple[bytes, int | None]:
+        """(the first n bytes of a file, or all of a shorter one; the file's size when the hub
+        said it) in one request; Unreachable when the answer stopped short of either."""
+        r = self._retrying(lambda: self._open(filename, sha, 0, n), f"{self.repo_id}/{filename}")
+        try:
+            with _hub_errors(self.repo_id, sha, self.endpoint, files=True):
+                data = r.read()
+            size = _total_size(r.headers.get("Content-Range"))
+            if size is None and r.status_code == 200:
+                size = len(data)
+        finally:
+            r.close()
+        if len(data) != (n if size is None else min(n, size)):
+            raise Unreachable(f"short read from the hub for {self.repo_id}/{filename}: rerun")
+        return data, size
+
+    def _open(self, filename: str, sha: str, start: int, end: int):
+        """The response to a GET of the bytes [start, end), headers read, body not yet."""
+        from huggingface_hub import hf_hub_url
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+        url = hf_hub_url(self.repo_id, filename, revision=sha, endpoint=self.endpoint)
+        headers = build_hf_headers(token=self.token)
+        headers.update({"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"})
+        with _hub_errors(self.repo_id, sha, self.endpoint, files=True):
+            session = get_session()
+            r = session.send(session.build_request("GET", url, headers=headers, timeout=self.timeout), stream=True)
+            try:
+                if r.status_code >= 400:
+                    r.read()
+                    hf_raise_for_status(r)
+                if r.status_code != 206 and not (
+                    r.status_code == 200 and start == 0 and 0 <= int(r.headers.get("Content-Length", -1)) <= end
+                ):
+                    raise SourceUnavailable(
+                        f"{self.endpoint} ignored a byte-range request for {self.repo_id}/"
+                        f"{filename} (HTTP {r.status_code}): fetch whole files with --all-weights"
+                    )
+            except BaseException:
+                r.close()
+                raise
+        return r
+
+    def _retrying(self, fn, what: str):
+        """fn(), called again while the hub answers 429 or 5xx, RETRIES times at most, after the
+        wait the hub asks for (Retry-After, MAX_WAIT_S at most), else BACKOFF_S, 2 x BACKOFF_S ..."""
+        for attempt in range(RETRIES + 1):
+            try:
+                return fn()
+            except Unreachable as e:
+                if e.status is None or attempt == RETRIES:
+                    raise
+                wait = min(MAX_WAIT_S, BACKOFF_S * 2**attempt if e.retry_after is None else e.retry_after)
+                log.warning(
+                    "the hub answered HTTP %d for %s: retrying in %g s (%d/%d)",
+                    e.status,
+                    what,
+                    wait,
+                    attempt + 1,
+                    RETRIES,
+                )
+                sleep(wait)
 
 
 # ---------------------------------------------------------------- errors
@@ -160,21 +263,48 @@ def _from_http(e, repo_id: str, revision: str | None, endpoint: str, files: bool
     if isinstance(e, GatedRepoError) or (files and status in (401, 403)) or status == 403:
         return gated(repo_id, endpoint)
     if isinstance(e, RevisionNotFoundError):
-        return SourceUnavailable(f"revision {revision!r} of {repo_id} not found on the hub: "
-                                 "give an existing branch, tag or commit sha")
+        return SourceUnavailable(
+            f"revision {revision!r} of {repo_id} not found on the hub: give an existing branch, tag or commit sha"
+        )
     if isinstance(e, RemoteEntryNotFoundError):
-        return SourceUnavailable(f"a file of {repo_id} is missing on the hub at {revision}: "
-                                 "pin another revision")
+        return SourceUnavailable(f"a file of {repo_id} is missing on the hub at {revision}: pin another revision")
     if isinstance(e, RepositoryNotFoundError) or status in (401, 404):
-        return SourceUnavailable(f"{repo_id} not found on the hub at {endpoint}: check the id, "
-                                 "or export HF_TOKEN=<token> if it is private or gated")
-    # 5xx and 429 are transient: Unreachable makes the range reads retry them
-    return Unreachable(f"the hub answered HTTP {status} for {repo_id}: retry later, "
-                       "or set HF_HUB_OFFLINE=1 with a filled cache")
+        return SourceUnavailable(
+            f"{repo_id} not found on the hub at {endpoint}: check the id, "
+            "or export HF_TOKEN=<token> if it is private or gated"
+        )
+    retry = status == 429 or (status or 0) >= 500  # transient: Hub._retrying retries them
+    return Unreachable(
+        f"the hub answered HTTP {status} for {repo_id}: retry later, or set HF_HUB_OFFLINE=1 with a filled cache",
+        status if retry else None,
+        _retry_after(e) if retry else None,
+    )
+
+
+def _retry_after(e) -> float | None:
+    """The seconds a 429/503 asks us to wait (Retry-After: seconds or an HTTP date), if it does."""
+    value = (getattr(getattr(e, "response", None), "headers", None) or {}).get("Retry-After", "").strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time()) if when.tzinfo else None
+
+
+def _total_size(content_range: str | None) -> int | None:
+    """The file size in a Content-Range header ("bytes 0-99/1234"), if it names one."""
+    m = re.fullmatch(r"bytes \d+-\d+/(\d+)", (content_range or "").strip())
+    return int(m.group(1)) if m else None
 
 
 def _unreachable_msg(repo_id: str, endpoint: str, e: BaseException) -> str:
     why = "HF_HUB_OFFLINE is set" if offline() else type(e).__name__
-    return (f"cannot reach the Hugging Face hub at {endpoint} for {repo_id} ({why}): set "
-            "HF_HUB_OFFLINE=1 with a filled cache (run `wqk fetch` where the hub is reachable), "
-            "or give a local folder")
+    return (
+        f"cannot reach the Hugging Face hub at {endpoint} for {repo_id} ({why}): set "
+        "HF_HUB_OFFLINE=1 with a filled cache (run `wqk fetch` where the hub is reachable), "
+        "or give a local folder"
+    )

@@ -1,10 +1,11 @@
 """The q/k byte ranges of remote safetensors shards, fetched into one local model.safetensors.
 
-Each shard's header is read with two range requests and parsed by formats.safetensors (the one
-safetensors header parser); the query/key tensors' ranges are coalesced where adjacent and
-streamed into `model.safetensors.part` after our own header. A `.part.json` sidecar names the
-plan, so an interrupted fetch resumes from the bytes already written; a dropped connection is
-retried in place.
+Each shard's header is read with one range request for its first HEADER_PROBE bytes (a second
+only for a longer header) and parsed by formats.safetensors (the one safetensors header parser);
+the query/key tensors' ranges are coalesced where adjacent and downloaded WORKERS at a time,
+each written at its own offset of `model.safetensors.part` after our own header. A `.part.json`
+sidecar names the plan and how many bytes of each range are written, so an interrupted fetch
+resumes each range where it stopped; a dropped connection is retried in place.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import json
 import logging
 import os
 import struct
+import threading
 import time
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,17 +28,21 @@ from .select import is_qk_tensor
 
 log = logging.getLogger(__name__)
 
-RETRIES = 3  # per byte range, on dropped connections and 5xx; a range resumes where it stopped
+RETRIES = 3  # per byte range, on dropped connections; a range resumes where it stopped
+WORKERS = 4  # byte ranges downloaded at once
+HEADER_PROBE = 64 * 1024  # bytes asked for to read a shard's header: most headers fit
+RECORD_EVERY = 16 << 20  # bytes of one range between two records of its progress in the sidecar
 _REMOTE_FIX = "fetch whole files with --all-weights"  # a shard on the hub that is not sound safetensors
 
 
 def retrying(fn, what: str):
-    """fn(), called again (after 0.5 s, 1 s, 2 s ...) while it raises Unreachable, RETRIES times at most."""
+    """fn(), called again (after 0.5 s, 1 s, 2 s ...) while it raises Unreachable for a dropped
+    connection, RETRIES times at most (the client has retried 429/5xx already)."""
     for attempt in range(RETRIES + 1):
         try:
             return fn()
-        except Unreachable:
-            if attempt == RETRIES:
+        except Unreachable as e:
+            if attempt == RETRIES or e.status is not None:
                 raise
             time.sleep(0.5 * 2**attempt)
             log.warning("retrying %s (%d/%d)", what, attempt + 1, RETRIES)
@@ -57,44 +64,75 @@ def fetch_qk(hub: Hub, sha: str, shards: list[str], stage: Path, progress: bool)
     head, ranges, total = _plan(hub, sha, shards)
     part, sidecar = stage / "model.safetensors.part", stage / "model.safetensors.part.json"
     plan_id = hashlib.sha256(head + json.dumps([r.__dict__ for r in ranges]).encode()).hexdigest()
-    have = 0
-    if part.exists() and sidecar.exists() and json.loads(sidecar.read_text()).get("plan") == plan_id:
-        have = min(max(part.stat().st_size - len(head), 0), total)
-    else:  # part first: a sidecar must never vouch for a stale part
+    done = _written(part, sidecar, plan_id, len(head) + total, ranges)
+    if done is None:  # sidecar gone first, then the part: a sidecar must never vouch for a stale part
+        sidecar.unlink(missing_ok=True)
         part.write_bytes(head)
-        sidecar.write_text(json.dumps({"plan": plan_id, "sha": sha}))
-    if have:
-        log.info("resuming %s: %d of %d bytes already here", hub.repo_id, have, total)
-    with open(part, "r+b") as fh, tqdm(total=total, initial=have, unit="B", unit_scale=True,
-                                      unit_divisor=1024, desc=f"{hub.repo_id} q/k",
-                                      disable=None if progress else True) as bar:
-        fh.truncate(len(head) + have)  # drop a torn tail beyond what we account for
-        fh.seek(len(head) + have)
-        for r in ranges:
-            _copy_range(hub, sha, r, fh, len(head), bar)
-        fh.flush()
+        done = [0] * len(ranges)
+    elif sum(done):
+        log.info("resuming %s: %d of %d bytes already here", hub.repo_id, sum(done), total)
+    with (
+        open(part, "r+b") as fh,
+        tqdm(
+            total=total,
+            initial=sum(done),
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            desc=f"{hub.repo_id} q/k",
+            disable=None if progress else True,
+        ) as bar,
+    ):
+        fh.truncate(len(head) + total)  # the ranges land at their own offsets
+        book = _Book(fh.fileno(), len(head), ranges, done, sidecar, {"plan": plan_id, "sha": sha}, bar)
+        book.record()
+        _copy_all(hub, sha, book)
         os.fsync(fh.fileno())
-        if fh.tell() != len(head) + total:
-            raise CorruptCheckpoint(f"{hub.repo_id}: wrote {fh.tell()} bytes, expected "
-                                    f"{len(head) + total}: delete {stage} and rerun")
     out = stage / "model.safetensors"
     os.replace(part, out)
     sidecar.unlink()
     try:
         n = len(read_safetensors_header(out))
     except CorruptCheckpoint as e:
-        raise CorruptCheckpoint(f"{hub.repo_id}: the fetched file does not parse ({e}): "
-                                f"delete {stage} and rerun") from e
+        raise CorruptCheckpoint(
+            f"{hub.repo_id}: the fetched file does not parse ({e}): delete {stage} and rerun"
+        ) from e
     return {"tensors": n, "qk_bytes": total, "requests": len(ranges)}
+
+
+def _written(part: Path, sidecar: Path, plan_id: str, size: int, ranges: list[_Range]) -> list[int] | None:
+    """Bytes of each range already in `part`, from the sidecar of an interrupted fetch of the same
+    plan (per range; or, from an older sequential fetch, the part's size); None: start afresh."""
+    try:
+        record = json.loads(sidecar.read_text())
+        have = part.stat().st_size
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("plan") != plan_id:
+        return None
+    if "done" not in record:  # written one range after the other, up to the part's size
+        data = have - (size - sum(r.end - r.start for r in ranges))
+        return [min(max(data - r.out, 0), r.end - r.start) for r in ranges]
+    done = record["done"]
+    if have != size or not isinstance(done, list) or len(done) != len(ranges):
+        return None
+    if not all(isinstance(d, int) and 0 <= d <= r.end - r.start for d, r in zip(done, ranges)):
+        return None
+    return done
 
 
 def _remote_header(hub: Hub, sha: str, filename: str) -> tuple[dict, int]:
     """(tensor entries, byte offset where the data section starts) of a remote safetensors file."""
     where = f"{hub.repo_id}@{sha}/{filename}"
-    first8 = retrying(lambda: hub.read(filename, sha, 0, 8), f"{filename} header")
-    n = header_length(first8, where, fix=_REMOTE_FIX)
-    raw = retrying(lambda: hub.read(filename, sha, 8, 8 + n), f"{filename} header")
-    return parse_header(raw, where, fix=_REMOTE_FIX), 8 + n
+    first, size = retrying(lambda: hub.head(filename, sha, HEADER_PROBE), f"{filename} header")
+    n = header_length(first, where, fix=_REMOTE_FIX)
+    raw = first[8 : 8 + n]
+    if len(raw) < n and (size is None or size >= 8 + n):  # a header longer than the probe
+        raw += retrying(lambda: hub.read(filename, sha, len(first), 8 + n), f"{filename} header")
+    data_len = None if size is None else size - 8 - n
+    if data_len is not None and data_len < 0:
+        raise CorruptCheckpoint(f"{where}: header length {n} exceeds the file size {size}; {_REMOTE_FIX}")
+    return parse_header(raw, where, data_len, fix=_REMOTE_FIX), 8 + n
 
 
 def _plan(hub: Hub, sha: str, shards: list[str]) -> tuple[bytes, list[_Range], int]:
@@ -104,11 +142,9 @@ def _plan(hub: Hub, sha: str, shards: list[str]) -> tuple[bytes, list[_Range], i
     pos = 0
     for shard in shards:
         header, data_start = _remote_header(hub, sha, shard)
-        picked = sorted((info["data_offsets"], name, info) for name, info in header.items()
-                        if is_qk_tensor(name))
+        picked = sorted((info["data_offsets"], name, info) for name, info in header.items() if is_qk_tensor(name))
         for (a, b), name, info in picked:
-            out_header[name] = {"dtype": info["dtype"], "shape": info["shape"],
-                                "data_offsets": [pos, pos + b - a]}
+            out_header[name] = {"dtype": info["dtype"], "shape": info["shape"], "data_offsets": [pos, pos + b - a]}
             last = ranges[-1] if ranges else None
             if last and last.file == shard and last.end == data_start + a:
                 last.end = data_start + b  # adjacent in the source: one request
@@ -116,29 +152,94 @@ def _plan(hub: Hub, sha: str, shards: list[str]) -> tuple[bytes, list[_Range], i
                 ranges.append(_Range(shard, data_start + a, data_start + b, pos))
             pos += b - a
     if not out_header:
-        raise MissingTensor(f"no query/key tensors found in {hub.repo_id}@{sha} ({', '.join(shards)}):"
-                            " fetch with --all-weights and check the adapter's tensor names")
+        raise MissingTensor(
+            f"no query/key tensors found in {hub.repo_id}@{sha} ({', '.join(shards)}):"
+            " fetch with --all-weights and check the adapter's tensor names"
+        )
     out_header["__metadata__"] = {"format": "pt", "wqk_source": f"{hub.repo_id}@{sha}"}
     text = json.dumps(out_header, sort_keys=True, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # safetensors pads its header to 8 bytes
     return struct.pack("<Q", len(text)) + text, ranges, pos
 
 
-def _copy_range(hub: Hub, sha: str, r: _Range, fh, head_len: int, bar) -> None:
-    """Append the part of range r not yet in fh, retrying dropped connections in place."""
+class _Book:
+    """The part file's ranges: writes each chunk at its offset, counts what each range has, and
+    records the counts in the sidecar (atomically) as ranges finish and every RECORD_EVERY bytes.
+    A count grows only after its bytes are written, so a record never vouches for missing bytes."""
+
+    def __init__(self, fd: int, head_len: int, ranges: list[_Range], done: list[int], sidecar: Path, meta: dict, bar):
+        self.fd, self.head_len, self.ranges, self.done = fd, head_len, ranges, done
+        self.sidecar, self.meta, self.bar = sidecar, meta, bar
+        self.lock = threading.Lock()
+        self.stop = threading.Event()  # a range failed: the others stop at their next chunk
+
+    def missing(self, i: int) -> int:
+        r = self.ranges[i]
+        return r.end - r.start - self.done[i]
+
+    def write(self, i: int, chunk: bytes) -> None:
+        offset = self.head_len + self.ranges[i].out + self.done[i]
+        view = memoryview(chunk)[: self.missing(i)]  # never past the range, whatever the server sends
+        chunk = view
+        while view:
+            n = os.pwrite(self.fd, view, offset)
+            view, offset = view[n:], offset + n
+        before = self.done[i]
+        self.done[i] += len(chunk)  # only this range's worker changes done[i]
+        with self.lock:
+            self.bar.update(len(chunk))
+        if before // RECORD_EVERY != self.done[i] // RECORD_EVERY:
+            self.record()
+
+    def record(self) -> None:
+        with self.lock:
+            tmp = self.sidecar.with_name(self.sidecar.name + ".tmp")
+            tmp.write_text(json.dumps(self.meta | {"done": list(self.done)}))
+            os.replace(tmp, self.sidecar)
+
+
+def _copy_all(hub: Hub, sha: str, book: _Book) -> None:
+    """Every range not yet complete, WORKERS at a time; the first failure (in plan order) raised
+    once the running ranges have stopped and recorded how far they got."""
+    todo = [i for i in range(len(book.ranges)) if book.missing(i) > 0]
+    if not todo:
+        return
+    with ThreadPoolExecutor(min(WORKERS, len(todo)), thread_name_prefix="wqk-range") as pool:
+        futures = [pool.submit(_copy_range, hub, sha, book, i) for i in todo]
+        try:
+            wait(futures, return_when=FIRST_EXCEPTION)
+        finally:  # a failure, or KeyboardInterrupt: start no more ranges, stop the running ones
+            book.stop.set()
+            for f in futures:
+                f.cancel()
+    book.record()
+    for f in futures:
+        if not f.cancelled() and f.exception() is not None:
+            raise f.exception()
+    if any(book.missing(i) for i in todo):  # cancelled ranges: only after another failed
+        raise SourceUnavailable(f"download of {hub.repo_id} interrupted: rerun to resume from where it stopped")
+
+
+def _copy_range(hub: Hub, sha: str, book: _Book, i: int) -> None:
+    """Write the part of range i not yet in the part file, retrying dropped connections in place."""
+    r = book.ranges[i]
 
     def rest() -> None:
-        done = fh.tell() - head_len - r.out  # bytes of this range already written
-        if done >= r.end - r.start:
+        if book.stop.is_set() or book.missing(i) <= 0:
             return
-        for chunk in hub.stream(r.file, sha, r.start + max(done, 0), r.end):
-            fh.write(chunk)
-            bar.update(len(chunk))
-        if fh.tell() - head_len - r.out < r.end - r.start:
+        for chunk in hub.stream(r.file, sha, r.end - book.missing(i), r.end):
+            book.write(i, chunk)
+            if book.stop.is_set():
+                return
+        if book.missing(i) > 0:
             raise Unreachable(f"the hub stopped short in {r.file}")
 
     try:
         retrying(rest, f"{r.file} bytes {r.start}-{r.end}")
     except Unreachable as e:
-        raise SourceUnavailable(f"download of {hub.repo_id} interrupted ({e}): rerun "
-                                "to resume from where it stopped") from e
+        book.stop.set()
+        raise SourceUnavailable(
+            f"download of {hub.repo_id} interrupted ({e}): rerun to resume from where it stopped"
+        ) from e
+    finally:
+        book.record()

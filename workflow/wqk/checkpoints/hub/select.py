@@ -13,8 +13,10 @@ if TYPE_CHECKING:
 
 _QK_TOKENS = {"q", "k", "qk", "qkv", "kv", "query", "key", "wq", "wk", "wqkv", "querykey"}
 _QK_COMPONENTS = {"c_attn", "in_proj", "in_proj_weight", "in_proj_bias"}
-_LAYOUTS = (("safetensors", "model.safetensors", "model.safetensors.index.json"),
-            ("bin", "pytorch_model.bin", "pytorch_model.bin.index.json"))  # kind, single file, index
+_LAYOUTS = (
+    ("safetensors", "model.safetensors", "model.safetensors.index.json"),
+    ("bin", "pytorch_model.bin", "pytorch_model.bin.index.json"),
+)  # kind, single file, index
 
 
 def is_qk_tensor(name: str) -> bool:
@@ -38,8 +40,9 @@ def is_qk_tensor(name: str) -> bool:
     return False
 
 
-def weight_files(hub: Hub, sha: str, files: list[str], qk_only: bool,
-                 local_only: bool) -> tuple[str, list[str], list[str]]:
+def weight_files(
+    hub: Hub, sha: str, files: list[str], qk_only: bool, local_only: bool
+) -> tuple[str, list[str], list[str]]:
     """(kind "safetensors"|"bin", weight files to fetch, index files to keep) of a repo whose
     files at commit `sha` are `files`; safetensors win. qk_only: only the shards an index
     places q/k tensors in."""
@@ -47,11 +50,24 @@ def weight_files(hub: Hub, sha: str, files: list[str], qk_only: bool,
         if index in files:
             wmap = json.loads(hub.download(index, sha, local_only).read_text())["weight_map"]
             names = [n for n in wmap if is_qk_tensor(n)] if qk_only else list(wmap)
-            return kind, sorted({wmap[n] for n in names}), [index]
+            return kind, sorted({_plain_file(hub, sha, wmap[n], files) for n in names}), [index]
         if single in files:
             return kind, [single], []
         roots = sorted(f for f in files if "/" not in f and f.endswith("." + kind))
         if kind == "safetensors" and roots:
-            return kind, roots, []
-    raise SourceUnavailable(f"{hub.repo_id}@{sha} has no safetensors or pytorch_model.bin weights "
-                            "at its root: give a local folder with converted weights")
+            return kind, [_plain_file(hub, sha, f, files) for f in roots], []
+    raise SourceUnavailable(
+        f"{hub.repo_id}@{sha} has no safetensors or pytorch_model.bin weights "
+        "at its root: give a local folder with converted weights"
+    )
+
+
+def _plain_file(hub: Hub, sha: str, name, files: list[str]) -> str:
+    """`name` (a shard an index names, from the hub: untrusted) if it is a plain file name in the
+    repo's file list; it becomes a local path and part of a URL."""
+    if isinstance(name, str) and name in files and name not in ("", ".", "..") and not any(c in name for c in "/\\\0"):
+        return name
+    raise SourceUnavailable(
+        f"{hub.repo_id}@{sha}: the weight file {name!r} (from its index) is not a plain "
+        "file name of the repository: refusing it; report it to the repository's owner"
+    )
