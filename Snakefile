@@ -18,11 +18,10 @@ validate(config, "workflow/schemas/config.schema.yaml")
 report: "workflow/report/workflow.rst"
 
 
-# Optional (gated models such as Llama): passed on to cluster jobs when set.
-if "HF_TOKEN" in os.environ:
-
-    envvars:
-        "HF_TOKEN",
+# HF_TOKEN (gated models such as Llama) is read from the environment by `wqk fetch`, a
+# local rule that runs where Snakemake runs. It is deliberately not declared as `envvars:`:
+# Snakemake would write `export HF_TOKEN='...'` into every spawned job's command line
+# (visible to all users of the node through `ps`) and, with --verbose, into its log.
 
 
 include: "workflow/rules/common.smk"

@@ -304,9 +304,9 @@ def test_wqk_tiny_refuses_to_overwrite(tmp_path, capsys):
 
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "keep.txt").write_text("x")
-    assert main(["tiny", "bert", "--out", str(tmp_path / "a")]) == 2
+    assert main(["tiny", "bert", "--out", str(tmp_path / "a")]) == 1
     assert (tmp_path / "a" / "keep.txt").exists()
-    assert main(["tiny", "nope", "--out", str(tmp_path / "b")]) == 2
+    assert main(["tiny", "nope", "--out", str(tmp_path / "b")]) == 1
     assert "bert" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]
 

@@ -156,7 +156,7 @@ def test_figure_cli_reads_aggregates(aggregates, tmp_path):
         str(out),
     ]
     assert wqk_main(argv) == 0 and out.with_suffix(".png").is_file()
-    assert wqk_main(["figure", "no_such_figure", "--out", str(out)]) == 2
+    assert wqk_main(["figure", "no_such_figure", "--out", str(out)]) == 1
 
 
 def test_head_distributions_handles_no_heads(aggregates):

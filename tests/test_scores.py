@@ -85,6 +85,18 @@ def test_zero_matrix_gives_nan_with_reason():
     assert (out["fro_norm"] == 0).all()
 
 
+@pytest.mark.parametrize("d_k", [8, 6])
+def test_zero_matrix_has_every_score_nan_in_both_paths(d_k):
+    """Directionality too: E_r = E_c = 0 of a zero M is no score of 0 (square or not)."""
+    q, k = torch.randn(3, 8, 4), torch.randn(3, d_k, 4)
+    k[1] = 0
+    for out in (score_factors(q, k), score_dense(q @ k.mT)):
+        assert np.isnan(out["symmetry"][1]) and np.isnan(out["directionality"][1])
+        assert out["reason"][1].startswith("zero matrix") and out["fro_norm"][1] == 0
+        assert np.isfinite(out["directionality"][[0, 2]]).all()
+        assert not any(r and r.startswith("zero") for r in (out["reason"][0], out["reason"][2]))
+
+
 def test_nonfinite_weights_flag_only_their_head():
     q = torch.randn(4, 16, 4)
     k = torch.randn(4, 16, 4)

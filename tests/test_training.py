@@ -117,7 +117,7 @@ def test_missing_jigsaw_folder_names_folder_and_competition(tmp_path):
     assert str(tmp_path / "nowhere") in str(e.value)
     r = subprocess.run(cli("corpus", "--name", "jigsaw", "--jigsaw-dir", tmp_path / "nowhere", "--out", tmp_path / "j.txt"),
                        check=False, capture_output=True, text=True, cwd=ROOT)  # fmt: skip
-    assert r.returncode == 2 and "kaggle" in r.stderr.lower() and not (tmp_path / "j.txt").exists()
+    assert r.returncode == 1 and "kaggle" in r.stderr.lower() and not (tmp_path / "j.txt").exists()
 
 
 def test_jigsaw_folder_is_read(tmp_path):
@@ -305,6 +305,33 @@ def test_resume_after_kill_matches_uninterrupted_run(small_corpus, small_tokeniz
     assert f"resuming {run} from step {kept[-1]}" in resumed.stderr
     assert _bytes(run) == _bytes(tmp_path / "full")
     assert not list(run.glob("checkpoints/.tmp-*"))
+
+
+class _RunsCodeWhenUnpickled:
+    """Unpickling this calls exec(): what a tampered trainer_state.pt could do."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (exec, (f"open({str(self.marker)!r}, 'w').write('unpickling ran code')",))
+
+
+def test_resume_refuses_a_trainer_state_that_would_run_code(small_corpus, small_tokenizer, tmp_path):
+    run = tmp_path / "run"
+    cfg = tiny_cfg(small_corpus, small_tokenizer, run, steps=2, save_every=2)
+    train(cfg)
+    (run / "done.json").unlink()  # as if killed after its last checkpoint: the rerun resumes from it
+    state_path = run / "checkpoints" / "step-000002" / "trainer_state.pt"
+    state = torch.load(state_path, map_location="cpu", weights_only=True)
+    marker = tmp_path / "code-ran"
+    state["loss_sum"] = _RunsCodeWhenUnpickled(marker)
+    torch.save(state, state_path)
+    with pytest.raises(WqkError, match=r"trainer_state\.pt holds Python objects .*could run code") as e:
+        train(cfg)
+    assert "delete" in str(e.value) and "step-000002" in str(e.value)
+    assert not marker.exists(), "loading the trainer state ran the pickled code"
+    assert not (run / "done.json").exists()
 
 
 # --- summary, table, figures ------------------------------------------------------------

@@ -12,8 +12,11 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -26,10 +29,12 @@ TIMEOUT = 1500  # seconds for one end-to-end run
 
 
 def copy_workflow(dest: Path) -> Path:
-    """The files a run needs: Snakefile, workflow/ (rules, schemas, wqk sources), config/."""
+    """The files a run needs: Snakefile, profiles/ (the default profile), workflow/ (rules,
+    schemas, wqk sources), config/."""
     dest.mkdir(parents=True, exist_ok=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".snakemake")
     shutil.copy2(ROOT / "Snakefile", dest / "Snakefile")
+    shutil.copytree(ROOT / "profiles", dest / "profiles", ignore=ignore)
     shutil.copytree(ROOT / "workflow", dest / "workflow", ignore=ignore)
     shutil.copytree(ROOT / "config", dest / "config", ignore=ignore)
     shutil.copytree(ROOT / "tests" / "config", dest / "tests" / "config", ignore=ignore)
@@ -250,12 +255,83 @@ def test_two_runs_from_scratch_are_byte_identical(finished, tmp_path):
     assert first_digests == second_digests
 
 
-def test_hf_token_is_optional_and_passed_on_when_set(workdir):
-    env_has = snakemake(workdir, "-n", "--configfile", TEST_CONFIG)
-    assert env_has.returncode == 0, env_has.stdout[-2000:]
+@pytest.mark.slow
+def test_report_carries_the_comparison_and_errata_tables(finished, tmp_path):
+    """`snakemake --report` bundles the comparison with the paper and the errata, captioned.
+    In a copy of the finished run (the test config leaves validation off): validation on adds
+    only its own jobs, then the report is built as a zip whose files can be listed."""
+    wd = tmp_path / "report"
+    shutil.copytree(finished, wd, symlinks=True)
+    config = wd / "tests" / "config" / "validation.yaml"
+    config.write_text((wd / TEST_CONFIG).read_text().replace("validation: false", "validation: true", 1))
+    assert "validation: true" in config.read_text()
+    configfile = str(config.relative_to(wd))
+    r = snakemake(wd, "--cores", "2", "--configfile", configfile)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = snakemake(wd, "--configfile", configfile, "--report", "report.zip")
+    assert r.returncode == 0, r.stderr[-3000:]
+    with zipfile.ZipFile(wd / "report.zip") as z:
+        names = z.namelist()
+        html = next(z.read(n).decode() for n in names if n.endswith("/report.html"))
+    for table in ("paper_comparison.csv", "errata.csv"):
+        assert any(n.endswith(f"/{table}") for n in names), (table, names)
+    assert "Comparison with the paper" in html  # their category
+    assert "Errata: the published medians" in html  # workflow/report/errata.rst
+    assert "Our median over layers against the paper" in html  # workflow/report/paper_comparison.rst
+    assert sum(n.endswith(".png") for n in names) == 9  # and every figure, as before
+
+
+def test_default_profile_applies_and_a_killed_run_resumes(tmp_path):
+    """profiles/default is used with no flag, and its rerun-incomplete lets the rerun after a
+    kill go on (after --unlock) where Snakemake alone stops on the half-written output."""
+    wd = copy_workflow(tmp_path / "killed")
+    target = "results/catalogue.tsv"
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", HF_HUB_OFFLINE="1")
+    env.pop("HF_TOKEN", None)
+    run = [SNAKEMAKE, target, "--cores", "1", "--configfile", TEST_CONFIG]
+    proc = subprocess.Popen(run, cwd=wd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # fmt: skip
+    incomplete = wd / ".snakemake" / "incomplete"
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        if incomplete.is_dir() and any(incomplete.iterdir()):  # the job has started
+            break
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)  # Snakemake and its job, as by a power loss
+    proc.wait()
+    assert incomplete.is_dir() and any(incomplete.iterdir()), "the job finished before it could be killed"
+    (wd / target).parent.mkdir(parents=True, exist_ok=True)
+    (wd / target).write_text("slug\tmodel_id\n")  # what the job had written when it died
+
+    r = snakemake(wd, *run[1:])
+    assert r.returncode != 0 and "cannot be locked" in r.stdout + r.stderr, r.stderr[-3000:]
+    assert snakemake(wd, "--unlock", "--configfile", TEST_CONFIG).returncode == 0
+    # Snakemake by itself refuses the half-written output...
+    r = snakemake(wd, "--workflow-profile", "none", "-n", *run[1:])
+    assert r.returncode != 0 and "--rerun-incomplete" in r.stdout + r.stderr, r.stderr[-3000:]
+    # ... the default profile, picked up with no flag, reruns its job
+    r = snakemake(wd, *run[1:])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "workflow specific profile profiles/default" in r.stderr
+    assert len(read_catalogue(wd / target)) == len(read_catalogue(wd / "tests" / "config" / "catalogue.tsv"))
+
+
+def test_hf_token_stays_out_of_job_command_lines_and_logs(tmp_path):
+    """HF_TOKEN is read from the environment by the downloads (local rules), never written
+    into a spawned job's command line (visible in `ps`) or into Snakemake's logs."""
+    wd = copy_workflow(tmp_path / "token")
+    token = "hf_wqkDummyTokenMustNotLeak0123456789"
     r = subprocess.run(
-        [SNAKEMAKE, "-n", "--configfile", TEST_CONFIG],
-        cwd=workdir, capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", HF_TOKEN="hf_dummy"),
+        [SNAKEMAKE, "--cores", "1", "--configfile", TEST_CONFIG, "--verbose", "--printshellcmds", "results/catalogue.tsv"],
+        cwd=wd, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", HF_HUB_OFFLINE="1", HF_TOKEN=token),
     )  # fmt: skip
-    assert r.returncode == 0, r.stdout[-2000:]
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (wd / "results" / "catalogue.tsv").is_file()
+    # rule catalogue (`run:`) is spawned as `python -m snakemake ...`: the command line checked here
+    assert "spawned job:" in r.stdout + r.stderr, "no spawned job command line in the --verbose output"
+    logs = sorted((wd / ".snakemake" / "log").glob("*.log"))
+    assert logs, "Snakemake wrote no log"
+    outputs = [("stdout", r.stdout), ("stderr", r.stderr)] + [(p.name, p.read_text()) for p in logs]
+    leaks = [name for name, text in outputs if token in text]
+    assert not leaks, f"HF_TOKEN appears in Snakemake's {', '.join(leaks)}"

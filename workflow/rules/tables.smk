@@ -42,7 +42,13 @@ rule table_errata:
         comparison="results/validation/paper_comparison.csv",
         module=module("tables", "errata"),
     output:
-        table_outputs("errata"),
+        csv=report(
+            "results/tables/errata.csv",
+            caption="../report/errata.rst",
+            category="Comparison with the paper",
+        ),
+        md="results/tables/errata.md",
+        tex="results/tables/errata.tex",
     log:
         "logs/tables/errata.log",
     localrule: True
@@ -60,7 +66,13 @@ rule table_paper_comparison:
         comparison="results/validation/paper_comparison.csv",
         module=module("tables", "paper_comparison"),
     output:
-        table_outputs("paper_comparison"),
+        csv=report(
+            "results/tables/paper_comparison.csv",
+            caption="../report/paper_comparison.rst",
+            category="Comparison with the paper",
+        ),
+        md="results/tables/paper_comparison.md",
+        tex="results/tables/paper_comparison.tex",
     log:
         "logs/tables/paper_comparison.log",
     localrule: True

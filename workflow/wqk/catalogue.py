@@ -56,12 +56,14 @@ def _cell(value: str, spec: dict):
     return value
 
 
-def check_rows(header: list[str], rows: list[tuple[int, list[str]]], origin: str, schema_path=None) -> list[dict]:
-    """Validated rows from a header and (line number, cells) pairs: defaults filled, slugs
-    derived, columns in schema order. Raises CatalogueError naming origin, line and column."""
+def check_rows(
+    header: list[str], rows: list[tuple[int, list[str]]], origin: str, schema_path=None, header_line: int = 1
+) -> list[dict]:
+    """Validated rows from a header (on line `header_line`) and (line number, cells) pairs:
+    defaults filled, slugs derived, columns in schema order. Raises CatalogueError naming
+    origin, line and column."""
     schema = _schema(schema_path)
     props = schema["properties"]
-    header_line = rows[0][0] - 1 if rows else 1
     unknown = [c for c in header if c not in props]
     if unknown:
         raise CatalogueError(
@@ -129,9 +131,11 @@ def load_catalogue(path: str | os.PathLike, schema_path=None) -> list[dict]:
         raise CatalogueError(f"{origin} has no header and no models")
     parsed = list(csv.reader([line for _, line in lines], delimiter="\t"))
     rows = [(n, cells) for (n, _), cells in zip(lines[1:], parsed[1:], strict=True)]
+    # the header's own line, whatever comments and blank lines come before or after it
+    checked = check_rows([c.strip() for c in parsed[0]], rows, origin, schema_path, header_line=lines[0][0])
     if not rows:
         raise CatalogueError(f"{origin} has no models")
-    return check_rows([c.strip() for c in parsed[0]], rows, origin, schema_path)
+    return checked
 
 
 def write_catalogue(rows: list[dict], path: str | os.PathLike) -> None:

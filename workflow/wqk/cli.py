@@ -2,6 +2,10 @@
 
 Each command lives in its own module exposing `add_arguments(parser)` and `run(args)`;
 this file only dispatches, so modules import (torch, transformers) only when used.
+
+Exit codes: 0 done; 1 the run failed (a WqkError: one line naming the way out; any other
+error: one line too, its traceback with -v); 2 a usage error (argparse: unknown command or
+option, missing argument).
 """
 
 from __future__ import annotations
@@ -12,8 +16,10 @@ import importlib
 import logging
 import os
 import sys
+import traceback
 
 from .errors import WqkError
+from .progress import set_quiet
 
 COMMANDS = {
     # name: (module, one-line help)
@@ -46,9 +52,36 @@ def _reuse_freed_memory() -> None:
     libc.mallopt(-1, 2**31 - 1)  # M_TRIM_THRESHOLD: do not shrink the heap after each free
 
 
+def version() -> str:
+    """The installed distribution's version (the package's own when not installed)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("wqk")
+    except importlib.metadata.PackageNotFoundError:
+        from . import __version__
+
+        return __version__
+
+
+class _Version(argparse.Action):
+    """--version, looked up only when asked (not on every start)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"wqk {version()}")
+        parser.exit()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wqk", description=__doc__.splitlines()[0])
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging; tracebacks of unexpected errors")
+    parser.add_argument("--version", action=_Version)
+    parser.add_argument(
+        "-q", "--quiet", dest="no_bars", action="store_true", help="no progress bars (else drawn on a terminal only)"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     argv = sys.argv[1:] if argv is None else argv
     chosen = next((a for a in argv if not a.startswith("-")), None)
@@ -59,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             modules[name] = importlib.import_module(module)
             modules[name].add_arguments(p)
     args = parser.parse_args(argv)
+    set_quiet(args.no_bars)  # every bar of the command (wqk.progress)
     _reuse_freed_memory()
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
@@ -68,7 +102,14 @@ def main(argv: list[str] | None = None) -> int:
         return int(modules[args.command].run(args) or 0)
     except WqkError as e:
         print(f"wqk {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        return 1
+    except Exception as e:  # not foreseen: still one line, the traceback on demand
+        if args.verbose:
+            traceback.print_exc()
+        message = " ".join(str(e).split()) or "(no message)"
+        hint = "" if args.verbose else f" (rerun as `wqk -v {args.command} ...` for the traceback)"
+        print(f"wqk {args.command}: error: {type(e).__name__}: {message}{hint}", file=sys.stderr)
+        return 1
 
 
 def entry() -> None:

@@ -2,7 +2,7 @@
 
 
 class WqkError(Exception):
-    """Base class; the CLI prints these as one line and exits 2 instead of a traceback."""
+    """Base class; the CLI prints these as one line and exits 1 instead of a traceback."""
 
 
 class UnsupportedModelType(WqkError):

@@ -210,12 +210,27 @@ def check_format(schema: pa.Schema, path) -> None:
     raise WqkError(f"{path} is not a matrices Parquet (no factor/weight/dtype columns)")
 
 
+def _unreadable(path, e: BaseException) -> WqkError:
+    reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return WqkError(
+        f"{path} is not a readable matrices Parquet ({reason}): truncated or corrupt? "
+        "write it again with `wqk extract` or `wqk score SOURCE --matrices-out`"
+    )
+
+
 def read_blocks(path: Path) -> Iterator[tuple[ModelInfo, AttentionBlock]]:
     """Blocks back from a matrices file, one row group (layer) at a time."""
-    pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=4 << 20)  # half the memory of the defaults
+    try:
+        pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=4 << 20)  # half the memory of the defaults
+    except (pa.ArrowException, OSError) as e:  # ArrowInvalid for a truncated file
+        raise _unreadable(path, e) from None
     check_format(pf.schema_arrow, path)
     for i in range(pf.num_row_groups):
-        yield from table_blocks(pf.read_row_group(i), path)
+        try:
+            table = pf.read_row_group(i)
+        except (pa.ArrowException, OSError) as e:
+            raise _unreadable(path, e) from None
+        yield from table_blocks(table, path)
 
 
 def table_blocks(table: pa.Table, path="matrices") -> Iterator[tuple[ModelInfo, AttentionBlock]]:

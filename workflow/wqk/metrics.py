@@ -5,8 +5,9 @@
 
 E_r (E_c) is the excess of the row (column) norms of M over mean + n_std * std (Bessel),
 summed over the rows (columns) above that threshold; negative directionality means a few
-columns (keys) dominate. `score_factors` never forms M: it works from w x w Grams,
-batched over a leading dimension; `score_dense` is the oracle on explicit matrices.
+columns (keys) dominate; with no norm above the threshold (E_r + E_c = 0) it is 0. A zero M
+has both scores NaN, with a "reason". `score_factors` never forms M: it works from w x w
+Grams, batched over a leading dimension; `score_dense` is the oracle on explicit matrices.
 
 The factored path works on the transposed factors Qt = Q^T [w, d], the layout of nn.Linear
 weights, so that a checkpoint's q/k tensors are scored without a transposing copy. Two
@@ -48,7 +49,10 @@ def _finish(fro2, sym_num, row2, col2, n_std, square: bool) -> dict:
     e_r = _excess(row2.clamp_min(0).sqrt(), n_std).double()
     e_c = _excess(col2.clamp_min(0).sqrt(), n_std).double()
     total = e_r + e_c
+    # E_r + E_c = 0 for a non-zero M (no norm above the threshold: all equal) is a real 0;
+    # for M = 0 both scores are undefined (NaN, with the reason below), never a score of 0
     directionality = torch.where(total > 0, (e_r - e_c) / torch.where(total > 0, total, 1), 0.0)
+    directionality = torch.where(fro2 > 0, directionality, torch.nan)
     if square:
         symmetry = torch.where(fro2 > 0, sym_num / torch.where(fro2 > 0, fro2, 1), torch.nan)
     else:
@@ -63,10 +67,10 @@ def _finish(fro2, sym_num, row2, col2, n_std, square: bool) -> dict:
     out = {k: v.cpu().numpy().astype(np.float64) for k, v in out.items()}
     reasons: list[str | None] = [None] * len(fro2)
     for i in range(len(fro2)):
-        if not square:
+        if out["fro_norm"][i] == 0:
+            reasons[i] = "zero matrix (||M||_F = 0): symmetry and directionality undefined"
+        elif not square:
             reasons[i] = "non-square M (d_q != d_k): symmetry undefined"
-        elif out["fro_norm"][i] == 0:
-            reasons[i] = "zero matrix (||M||_F = 0): symmetry undefined"
     out["reason"] = reasons
     return out
 

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import torch
-from tqdm import tqdm
 
 from .blocks import AttentionBlock
 from .contracts import NULL_SUFFIX, ModelInfo, stack_rank
 from .errors import WqkError
+from .progress import bar
 from .score_table import score_table, to_frame
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def null_table(
     # one layer at a time, each drawn here: score_table never calls back into this module
     tables = [
         score_table([(info, random_block(s["stack"], s["layer"], s, seed))], device=device, progress=False)
-        for s in tqdm(chosen, desc="null reference", unit="layer", disable=not progress)
+        for s in bar(chosen, enabled=progress, desc="null reference", unit="layer")
     ]
     table = pa.concat_tables(tables) if tables else score_table([], device=device, progress=False)
     # n_layers is the model's: the null draws some of its layers, at their own depths

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from tqdm import tqdm
 
 from .atomic import atomic_path
 from .blocks import AttentionBlock
 from .contracts import SCORE_FIELDS as FIELDS
 from .contracts import SCORES_SCHEMA, ModelInfo, resolve_device, stack_rank
 from .metrics import score_block
+from .progress import bar
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,10 +58,11 @@ def score_table(
     n_std: float = 2.0,
     progress: bool = True,
 ) -> pa.Table:
-    """Per-layer and per-head scores of every block, sorted by stack, layer, head."""
+    """Per-layer and per-head scores of every block, sorted by stack, layer, head.
+    progress: a bar on a terminal (the rules in wqk.progress); False: never."""
     dev = resolve_device(device)
     rows: list[dict] = []
-    for info, block in tqdm(items, desc="scoring layers", unit="layer", disable=not progress):
+    for info, block in bar(items, enabled=progress, desc="scoring layers", unit="layer"):
         per_head, per_layer = score_block(block, dev, n_std)
         rows += _rows(info, block, per_layer, [None])
         rows += _rows(info, block, per_head, list(range(block.n_heads)))

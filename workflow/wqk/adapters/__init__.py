@@ -68,9 +68,15 @@ def _registered(model_type: str, model_id: str = "") -> tuple[Adapter, dict[str,
     try:
         return _REGISTRY[model_type]
     except KeyError:
-        where = f" of {model_id}" if model_id else ""
+        of = f" of {model_id}" if model_id else ""
+        if not model_type:
+            raise UnsupportedModelType(
+                f'config.json{of} has no model_type: add the model\'s "model_type" (as on its hub page or in '
+                "transformers' config class for it) to config.json"
+            ) from None
         raise UnsupportedModelType(
-            f"model_type {model_type!r}{where} is not supported; supported: {', '.join(supported_model_types())}"
+            f"model_type {model_type!r}{of} is not supported; supported: {', '.join(supported_model_types())}. "
+            'Check the model_type in its config.json, or add an adapter for it (README.md, "Adding a model")'
         ) from None
 
 

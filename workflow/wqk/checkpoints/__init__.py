@@ -60,6 +60,12 @@ def open_checkpoint(found: Located | str) -> Checkpoint:
     src, folder, layout = found.source, found.folder, found.layout
     config_path = folder / "config.json"
     config = read_json(config_path) if config_path.is_file() else None
+    if layout is None and (folder / "model.bin").is_file():  # there, but not a CTranslate2 model
+        raise CorruptCheckpoint(
+            f"{src}: {folder / 'model.bin'} is not a CTranslate2 model.bin (no supported binary version and "
+            "spec name at its start): the file is corrupt or truncated; re-download it, or re-convert the model "
+            "with ct2-transformers-converter"
+        )
     if layout is None:
         raise CorruptCheckpoint(
             f"{src}: {folder} holds no weights (model.safetensors[.index.json], pytorch_model.bin[.index.json] "

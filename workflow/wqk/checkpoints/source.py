@@ -5,7 +5,8 @@
     tiny:<model_type>                                    a tiny random model (`wqk tiny` builds it)
     [hf:]org/name[@revision]                             a Hugging Face hub repository
 
-An existing path always wins over a hub id. Used by the command line, the hub fetch and the
+An existing path always wins over a hub id, and a path through a symlink loop is reported
+as a loop, never taken for a hub id. Used by the command line, the hub fetch and the
 workflow's catalogue alike; imports neither torch nor numpy.
 """
 
@@ -17,6 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..atomic import symlink_loop
 from ..errors import SourceUnavailable
 
 KINDS = ("folder", "pypi", "tiny", "hub")
@@ -45,6 +47,7 @@ def parse_source(text: str) -> Source:
         return Source(text, "pypi", package=_required(text, "pypi:", "a package name"))
     if text.startswith("tiny:"):
         return Source(text, "tiny", model_type=_required(text, "tiny:", "a model_type"))
+    _check_loop(text)
     if text.startswith(_LOCAL_PREFIXES) or text in (".", "..") or os.path.lexists(text):
         return Source(text, "folder", path=Path(text).expanduser())
     hub = _HUB_ID.fullmatch(text.removeprefix("hf:"))
@@ -54,6 +57,15 @@ def parse_source(text: str) -> Source:
             "or a hub id org/name[@revision]"
         )
     return Source(text, "hub", repo=hub["repo"], revision=hub["rev"])
+
+
+def _check_loop(text: str) -> None:
+    loop = symlink_loop(text) if text else None
+    if loop is not None:
+        raise SourceUnavailable(
+            f"{text!r}: {loop} is a symlink loop (a link that resolves to itself, or too many levels of links); "
+            "fix or remove the link"
+        )
 
 
 def _required(text: str, prefix: str, what: str) -> str:
@@ -70,6 +82,7 @@ def local_folder(source: Source) -> Path:
     if source.kind != "folder":
         raise ValueError(f"{source} is a {source.kind} source, not a local one")
     path = source.path
+    _check_loop(str(path))
     if not path.exists():
         raise SourceUnavailable(f"{source}: no such file or folder")
     return path.parent if path.is_file() else path

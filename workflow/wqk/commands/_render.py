@@ -1,9 +1,11 @@
-"""What `wqk figure` and `wqk table` share: the module by name, `--in key=path` inputs and
-`--param key=value` keywords."""
+"""What `wqk figure` and `wqk table` share: the module by name, `--in key=path` inputs,
+`--param key=value` keywords (checked against the module's function before any input is
+read) and the output files (checked before the work)."""
 
 from __future__ import annotations
 
 import importlib
+import inspect
 from pathlib import Path
 
 import pandas as pd
@@ -24,7 +26,76 @@ def pairs(items: list[str], what: str) -> dict[str, str]:
 
 def params(items: list[str]) -> dict:
     """Values typed as YAML scalars: 1 -> int, true -> bool, text stays text."""
-    return {k: yaml.safe_load(v) if v != "" else None for k, v in pairs(items, "--param").items()}
+    out = {}
+    for key, value in pairs(items, "--param").items():
+        try:
+            out[key] = yaml.safe_load(value) if value != "" else None
+        except yaml.YAMLError as e:
+            problem = " ".join(str(getattr(e, "problem", None) or e).split())
+            raise WqkError(
+                f"--param {key}={value}: not a YAML value ({problem}); quote text, e.g. {key}='...'"
+            ) from None
+    return out
+
+
+def check_params(kind: str, module, call: str, kwargs: dict, raw: dict[str, str]) -> dict:
+    """kwargs as `call` (draw or build, which gets them all) takes them, or a WqkError now
+    naming the --param: a keyword it does not take, or a value of another type than the
+    keyword's default (an int for a float is fine; for a str default a value that YAML reads
+    as another type stays the text as written: `modality=yes` is "yes", not True)."""
+    name = module.__name__.rsplit(".", 1)[-1]
+    signature = list(inspect.signature(getattr(module, call)).parameters.values())[1:]  # after `data`
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in signature)
+    accepted = {p.name: p for p in signature if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    out = {}
+    for key, value in kwargs.items():
+        param = accepted.get(key)
+        if param is None:
+            if takes_any:
+                out[key] = value
+                continue
+            if not accepted:
+                raise WqkError(f"--param {key}={raw[key]}: {kind} {name}'s {call}() takes no keywords")
+            raise WqkError(
+                f"--param {key}={raw[key]}: {kind} {name} has no keyword {key!r}; its keywords: {', '.join(accepted)}"
+            )
+        default = param.default
+        if value is None or default is None or default is param.empty:
+            out[key] = value
+        elif isinstance(default, str):
+            out[key] = value if isinstance(value, str) else raw[key]
+        elif isinstance(value, bool) != isinstance(default, bool) or not isinstance(
+            value, (int, float) if isinstance(default, float) else type(default)
+        ):
+            raise WqkError(
+                f"--param {key}={raw[key]}: {value!r} is not {type(default).__name__} "
+                f"({kind} {name}'s {key} is {default!r} by default)"
+            )
+        else:
+            out[key] = value
+    return out
+
+
+def outputs(kind: str, out: str) -> list[Path]:
+    """The files written for --out, each checked now (before the work): OUT.pdf and OUT.png
+    for a figure (as wqk.figures.save names them), STEM.csv, .md and .tex for a table (as
+    wqk.tables.write does)."""
+    from ..atomic import check_writable
+
+    if not str(out).strip():
+        check_writable(out)  # raises: --out is empty
+    path = Path(out)
+    if path.name in ("", ".", ".."):
+        raise WqkError(f"--out {out} names a folder; give a file name")
+    if kind == "figure":
+        pdf = path if path.suffix == ".pdf" else path.with_suffix(".pdf")
+        paths = [pdf, pdf.with_suffix(".png")]
+    else:
+        stem = path.with_suffix("") if path.suffix in (".csv", ".md", ".tex") else path
+        paths = [stem.with_name(stem.name + ext) for ext in (".csv", ".md", ".tex")]
+    for p in paths:
+        check_writable(p)
+    return paths
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
@@ -32,7 +103,15 @@ def read_table(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise WqkError(f"input {path} not found: run the step that writes it first")
     if path.suffix == ".parquet":
-        return pd.read_parquet(path)
+        import pyarrow as pa
+
+        try:
+            return pd.read_parquet(path)
+        except (pa.ArrowException, OSError) as e:
+            raise WqkError(
+                f"input {path} is not a readable Parquet file ({str(e).splitlines()[0]}): truncated or corrupt? "
+                "run the step that writes it again"
+            ) from None
     if path.suffix in (".tsv", ".tab"):
         return pd.read_csv(path, sep="\t")
     return pd.read_csv(path)
@@ -59,13 +138,15 @@ def add_arguments(p, kind: str, call: str, out_help: str) -> None:
     p.add_argument("--out", required=True, help=out_help)
 
 
-def prepare(kind: str, args):
-    """(module wqk.<kind>s.<name>, its keywords, its loaded inputs); clear errors for an
-    unknown name or a missing input."""
+def prepare(kind: str, args, call: str):
+    """(module wqk.<kind>s.<name>, its keywords for `call`, its loaded inputs); clear errors,
+    before any input is read, for an unknown name, a bad --param or an unwritable --out,
+    then for a missing input."""
     package = importlib.import_module(f"wqk.{kind}s")
     known = sorted(p.stem for p in Path(package.__file__).parent.glob("*.py") if not p.stem.startswith("_"))
+    outputs(kind, args.out)
     if args.name not in known:
         raise WqkError(f"no {kind} named {args.name!r}; known {kind}s: {', '.join(known)}")
     module = importlib.import_module(f"wqk.{kind}s.{args.name}")
-    kwargs = params(args.params)
+    kwargs = check_params(kind, module, call, params(args.params), pairs(args.params, "--param"))
     return module, kwargs, load_inputs(module, pairs(args.inputs, "--in"), kwargs)

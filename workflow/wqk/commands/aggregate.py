@@ -24,6 +24,9 @@ def add_arguments(p):
 
 
 def run(args) -> int:
+    from ..atomic import check_writable
+
+    check_writable(args.out_dir, "--out-dir", folder=True)
     cat = agg.read_catalogue(args.catalogue)
     scores = agg.read_scores(args.scores)
     null = pd.concat([pd.read_parquet(p) for p in args.null], ignore_index=True) if args.null else None

@@ -17,8 +17,10 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from ..atomic import check_writable
     from ..training.corpus import documents, write_corpus
 
+    check_writable(args.out)
     n = write_corpus(documents(args.name, args.jigsaw_dir), args.out, args.max_chars)
     print(f"{args.out}: {n} characters")
     return 0

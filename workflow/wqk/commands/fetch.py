@@ -13,7 +13,7 @@ from ..errors import SourceUnavailable
 
 def add_arguments(p) -> None:
     p.add_argument("source", help="hub id org/name[@revision]")
-    p.add_argument("--out", type=Path, help="copy the fetched folder here (default: print the cache folder only)")
+    p.add_argument("--out", help="copy the fetched folder here (default: print the cache folder only)")
     p.add_argument("--revision", help="branch, tag or commit sha (default: main)")
     p.add_argument(
         "--all-weights", action="store_true", help="download whole weight files instead of the q/k byte ranges"
@@ -23,9 +23,11 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from ..atomic import check_writable
     from ..checkpoints import parse_source
     from ..checkpoints.hub import fetch_hub
 
+    out = None if args.out is None else check_writable(args.out, folder=True)
     src = parse_source(args.source)
     if src.kind != "hub":
         raise SourceUnavailable(
@@ -39,11 +41,11 @@ def run(args) -> int:
     folder = fetch_hub(
         repo_id, at or args.revision, args.cache_dir, qk_only=not args.all_weights, progress=not args.no_progress
     )
-    if args.out is None:
+    if out is None:
         print(folder)
         return 0
-    copy_folder(folder, args.out)
-    print(args.out)
+    copy_folder(folder, out)
+    print(out)
     return 0
 
 

@@ -20,7 +20,7 @@ def add_arguments(p):
 def run(args) -> int:
     from .. import figures
 
-    module, kwargs, data = _render.prepare("figure", args)
+    module, kwargs, data = _render.prepare("figure", args, "draw")
     pdf, png = figures.save(module.draw(data, **kwargs), args.out)
     log.info("wrote %s and %s", pdf, png)
     return 0

@@ -23,14 +23,24 @@ def add_arguments(p):
 
 
 def run(args) -> int:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from ..atomic import check_writable
+    from ..contracts import resolve_device
     from ..errors import WqkError
 
+    check_writable(args.out)
+    resolve_device(args.device)  # checked before the work
     try:
         scores = pq.read_table(args.scores)
     except FileNotFoundError as e:
         raise WqkError(f"scores file {args.scores} not found: run `wqk score` for that model first") from e
+    except (pa.ArrowException, OSError) as e:
+        raise WqkError(
+            f"{args.scores} is not a readable Parquet file ({str(e).splitlines()[0]}): truncated or corrupt? "
+            "write it again with `wqk score`"
+        ) from None
     from ..null import null_table
     from ..score_table import write_scores
 

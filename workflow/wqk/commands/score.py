@@ -15,28 +15,39 @@ from pathlib import Path
 
 def add_arguments(p):
     p.add_argument("input", help="matrices .parquet, or a checkpoint source")
-    p.add_argument("--out", type=Path, required=True, help="scores Parquet to write")
+    p.add_argument("--out", required=True, help="scores Parquet to write")
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     p.add_argument("--n-std", type=float, default=2.0, help="threshold of the directionality score")
     p.add_argument("--name", help="model name to record (sources only)")
     p.add_argument("--synthetic", action="store_true", help="mark as synthetic (sources only)")
-    p.add_argument("--matrices-out", type=Path, help="also write the matrices Parquet (sources only)")
-    p.add_argument("--null-out", type=Path, help="also write the null reference (random Q, K of these shapes)")
+    p.add_argument("--matrices-out", help="also write the matrices Parquet (sources only)")
+    p.add_argument("--null-out", help="also write the null reference (random Q, K of these shapes)")
     p.add_argument("--null-seed", type=int, default=0, help="seed of the null reference")
     p.add_argument("--quiet", action="store_true", help="no per-layer table")
 
 
 def run(args):
+    from ..atomic import check_writable
+    from ..contracts import resolve_device
     from ..errors import WqkError
 
+    # every output is checked before the work, not found unwritable after it
+    out = check_writable(args.out)
+    for what, path in (("--matrices-out", args.matrices_out), ("--null-out", args.null_out)):
+        if path is not None:
+            check_writable(path, what)
     from_matrices = args.input.endswith(".parquet") and Path(args.input).is_file()
     if from_matrices and args.matrices_out:
         raise WqkError("--matrices-out is for checkpoint sources; the input is already a matrices file")
     if not from_matrices:
-        from ..checkpoints import locate
+        from ..checkpoints import locate, parse_source
 
-        found = locate(args.input)  # starts the provenance hash, which runs while torch loads
+        source = parse_source(args.input)
+        if source.kind == "hub":  # a download can be long: the device is checked before it
+            resolve_device(args.device)
+        found = locate(source)  # starts the provenance hash, which runs while torch loads
     # torch loads here, not at module import: after the hash has begun
+    device = resolve_device(args.device)
     from contextlib import ExitStack
 
     from ..matrices import MatricesWriter, read_blocks
@@ -53,17 +64,17 @@ def run(args):
             info, blocks = open_source(found, args.name, args.synthetic)
             # the stream is consumed by score_table: nothing in it calls back into this module
             items = writer.tee(info, blocks) if writer else zip(itertools.repeat(info), blocks)
-        table = score_table(items, device=args.device, n_std=args.n_std)
+        table = score_table(items, device=device, n_std=args.n_std)
     n_layers = table.column("scope").to_pylist().count("layer")
     timing = [f"scored {n_layers} layers in {time.perf_counter() - t0:.2f} s"]
     if writer is not None:
         timing.append(f"{args.matrices_out} written alongside in {writer.seconds:.2f} s")
-    write_scores(table, args.out)
+    write_scores(table, out)
     if args.null_out:
         from ..null import null_table
 
         t1 = time.perf_counter()
-        write_scores(null_table(table, seed=args.null_seed, device=args.device), args.null_out)
+        write_scores(null_table(table, seed=args.null_seed, device=device), args.null_out)
         timing.append(f"null reference in {time.perf_counter() - t1:.2f} s")
     print("wqk score: " + "; ".join(timing), file=sys.stderr)
     if not args.quiet:

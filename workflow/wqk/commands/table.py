@@ -19,7 +19,7 @@ def add_arguments(p):
 def run(args) -> int:
     from .. import tables
 
-    module, kwargs, data = _render.prepare("table", args)
+    module, kwargs, data = _render.prepare("table", args, "build")
     for path in tables.write(module.build(data, **kwargs), args.out, caption=getattr(module, "CAPTION", None)):
         log.info("wrote %s", path)
     return 0

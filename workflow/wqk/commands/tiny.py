@@ -16,15 +16,16 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model_type", help="config model_type, e.g. bert, gpt2, llama, t5, whisper")
-    parser.add_argument("--out", required=True, type=Path, help="folder to write (must not exist, or --force)")
+    parser.add_argument("--out", required=True, help="folder to write (must not exist, or --force)")
     parser.add_argument("--seed", type=int, default=0, help="torch seed for the random weights (default 0)")
     parser.add_argument("--force", action="store_true", help="replace --out if it exists")
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..atomic import check_writable
     from ..tiny import build_tiny
 
-    out: Path = args.out
+    out = check_writable(args.out, folder=True)
     if out.exists() and any(out.iterdir()) and not args.force:
         raise WqkError(f"{out} exists and is not empty; remove it or pass --force")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -16,8 +16,10 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from ..atomic import check_writable
     from ..training.tokenizer import build
 
+    check_writable(args.out, folder=True)
     build(
         args.out,
         corpus=args.corpus,

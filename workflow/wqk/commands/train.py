@@ -60,8 +60,12 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from ..atomic import check_writable
+    from ..contracts import resolve_device
     from ..training.train import train
 
+    check_writable(args.out, folder=True)  # a run folder: new, or an interrupted run to resume
+    resolve_device(args.device)
     cfg = TrainConfig(
         corpus=args.corpus,
         tokenizer=args.tokenizer,

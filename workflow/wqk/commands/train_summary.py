@@ -6,8 +6,6 @@ Without --scores, every complete checkpoint of every run is scored here (the sam
 
 from __future__ import annotations
 
-from pathlib import Path
-
 
 def add_arguments(p) -> None:
     p.add_argument("--runs", nargs="+", required=True, help="run folders written by `wqk train`")
@@ -19,18 +17,15 @@ def add_arguments(p) -> None:
     )
     p.add_argument(
         "--out",
-        type=Path,
         required=True,
         help="summary CSV (e.g. results/training/summary.csv)",
     )
     p.add_argument(
         "--layers-out",
-        type=Path,
         help="per-layer CSV (default: layers.csv next to --out)",
     )
     p.add_argument(
         "--losses-out",
-        type=Path,
         help="loss-curve CSV (default: losses.csv next to --out)",
     )
     p.add_argument(
@@ -41,12 +36,18 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from ..atomic import check_writable
+    from ..contracts import resolve_device
     from ..training.summary import summarize, write_csv
 
+    out = check_writable(args.out)
+    layers_out = check_writable(args.layers_out or out.with_name("layers.csv"), "--layers-out")
+    losses_out = check_writable(args.losses_out or out.with_name("losses.csv"), "--losses-out")
+    resolve_device(args.device)  # checked before the work
     summary, layers, losses = summarize(args.runs, args.scores, device=args.device)
-    write_csv(layers, args.layers_out or args.out.with_name("layers.csv"))
-    write_csv(losses, args.losses_out or args.out.with_name("losses.csv"))
-    write_csv(summary, args.out)
+    write_csv(layers, layers_out)
+    write_csv(losses, losses_out)
+    write_csv(summary, out)
     last = summary.sort_values("step").groupby("run").tail(1)
     cols = ["run", "step", "loss", "symmetry_median", "directionality_median"]
     print(last[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))

@@ -19,6 +19,9 @@ def add_arguments(p):
 
 
 def run(args) -> int:
+    from ..atomic import check_writable
+
+    check_writable(args.out)
     models, published, paper_models = read_inputs(args.models, args.published, args.paper_models)
     out = compare(models, published, paper_models, args.tolerance)
     write_csv(out, args.out)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from ..atomic import write_text
 from ..contracts import resolve_device
 from ..errors import WqkError
+from ..progress import bar as progress_bar
 
 if TYPE_CHECKING:
     import torch
@@ -241,6 +242,32 @@ def _load_weights(model, folder: Path) -> None:
         raise WqkError(f"checkpoint {folder} does not match the model: missing {missing}, unexpected {unexpected}")
 
 
+def _load_trainer_state(path: Path) -> dict:
+    """The resume state `_save` wrote: tensors, numbers, strings, lists and dicts only.
+
+    Loaded with torch's weights_only unpickler, which refuses every other Python object: a
+    pickle can run arbitrary code when loaded, and a checkpoint folder may come from elsewhere.
+    """
+    import pickle
+
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise WqkError(
+            f"{path} holds Python objects other than tensors, numbers and strings; it was not "
+            f"loaded, since unpickling them could run code ({first}). A trainer state written by "
+            f"`wqk train` never does: delete {path.parent} to resume from the checkpoint before it"
+        ) from None
+    missing = {"optimizer", "scheduler", "scaler", "batches", "masks", "torch", "loss_sum", "loss_n"}
+    missing -= set(state) if isinstance(state, dict) else set()
+    if missing:
+        raise WqkError(f"{path} is not a trainer state of `wqk train` (missing {sorted(missing)})")
+    return state
+
+
 def _sha256(path: Path) -> str:
     import hashlib
 
@@ -296,7 +323,6 @@ def train(cfg: TrainConfig) -> dict:
 
 def _train(cfg: TrainConfig) -> dict:
     import torch
-    from tqdm import tqdm
     from transformers import get_linear_schedule_with_warmup
     from transformers.utils import logging as hf_logging
 
@@ -356,7 +382,7 @@ def _train(cfg: TrainConfig) -> dict:
     if done_steps:
         start = done_steps[-1]
         folder = checkpoint_dir(run_dir, start)
-        state = torch.load(folder / "trainer_state.pt", map_location="cpu", weights_only=False)
+        state = _load_trainer_state(folder / "trainer_state.pt")
         _load_weights(model, folder)
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
@@ -396,12 +422,11 @@ def _train(cfg: TrainConfig) -> dict:
     last_loss = math.nan
     with (
         open(loss_path, "a", newline="") as loss_file,
-        tqdm(
+        progress_bar(
             total=cfg.steps,
             initial=start,
             desc=run_dir.name,
             unit="step",
-            disable=None,
             dynamic_ncols=True,
         ) as bar,
     ):

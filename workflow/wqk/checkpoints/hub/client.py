@@ -54,10 +54,29 @@ def offline() -> bool:
     return constants.is_offline_mode() or env.strip().lower() in ("1", "true", "yes", "on")
 
 
+def _token_sent() -> str | None:
+    """Where the token that huggingface_hub sends comes from (for messages; never the token)."""
+    if (os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN") or "").strip():
+        return "HF_TOKEN"
+    try:
+        from huggingface_hub import get_token
+
+        return "the stored hub login (hf auth login)" if get_token() else None
+    except Exception:  # the token lookup must not hide the access error
+        return None
+
+
 def gated(repo_id: str, endpoint: str) -> SourceUnavailable:
+    token = _token_sent()
+    if token is None:
+        return SourceUnavailable(
+            f"{repo_id} is gated or private: accept its licence at {endpoint}/{repo_id} "
+            "and export HF_TOKEN=<a token with access>"
+        )
     return SourceUnavailable(
-        f"{repo_id} is gated or private: accept its licence at {endpoint}/{repo_id} "
-        "and export HF_TOKEN=<a token with access>"
+        f"{repo_id} is gated or private, and the token from {token} was sent but has no access to it: "
+        f"accept its licence at {endpoint}/{repo_id} with that token's account, or check the token "
+        "(its account, its read permission, a fine-grained token's repo list)"
     )
 
 
@@ -269,9 +288,14 @@ def _from_http(e, repo_id: str, revision: str | None, endpoint: str, files: bool
     if isinstance(e, RemoteEntryNotFoundError):
         return SourceUnavailable(f"a file of {repo_id} is missing on the hub at {revision}: pin another revision")
     if isinstance(e, RepositoryNotFoundError) or status in (401, 404):
+        token = _token_sent()
         return SourceUnavailable(
             f"{repo_id} not found on the hub at {endpoint}: check the id, "
-            "or export HF_TOKEN=<token> if it is private or gated"
+            + (
+                "or export HF_TOKEN=<token> if it is private or gated"
+                if token is None
+                else f"or, if it is private or gated, whether the token from {token} (it was sent) has access"
+            )
         )
     retry = status == 429 or (status or 0) >= 500  # transient: Hub._retrying retries them
     return Unreachable(

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import CorruptCheckpoint, MissingTensor, SourceUnavailable
+from ...progress import bar as progress_bar
 from ..formats.safetensors import header_length, parse_header, read_safetensors_header
 from .client import Hub, Unreachable
 from .select import is_qk_tensor
@@ -59,8 +60,6 @@ class _Range:
 def fetch_qk(hub: Hub, sha: str, shards: list[str], stage: Path, progress: bool) -> dict:
     """Write stage/model.safetensors with the q/k tensors of `shards` (files of the repo at commit
     `sha`); the manifest entries: tensors, qk_bytes, requests."""
-    from tqdm.auto import tqdm
-
     head, ranges, total = _plan(hub, sha, shards)
     part, sidecar = stage / "model.safetensors.part", stage / "model.safetensors.part.json"
     plan_id = hashlib.sha256(head + json.dumps([r.__dict__ for r in ranges]).encode()).hexdigest()
@@ -73,14 +72,14 @@ def fetch_qk(hub: Hub, sha: str, shards: list[str], stage: Path, progress: bool)
         log.info("resuming %s: %d of %d bytes already here", hub.repo_id, sum(done), total)
     with (
         open(part, "r+b") as fh,
-        tqdm(
+        progress_bar(
             total=total,
             initial=sum(done),
             unit="B",
             unit_scale=True,
             unit_divisor=1024,
             desc=f"{hub.repo_id} q/k",
-            disable=None if progress else True,
+            enabled=progress,
         ) as bar,
     ):
         fh.truncate(len(head) + total)  # the ranges land at their own offsets

