@@ -17,7 +17,9 @@ is imported when a bar is made.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -62,3 +64,25 @@ def bar(iterable: Iterable[Any] | None = None, *, enabled: bool = True, **kwargs
     if "disable" in kwargs:
         raise TypeError("bar() decides `disable` itself; pass enabled=False for no bar")
     return tqdm(iterable, disable=disable(enabled), **kwargs)
+
+
+@contextmanager
+def hub_bars() -> Iterator[None]:
+    """huggingface_hub's and transformers' own bars (e.g. save_pretrained's "Writing model
+    shards") follow the same rules for the time of the block: off unless wqk would draw on
+    stderr."""
+    from huggingface_hub import utils as hub
+    from transformers.utils import logging as tf
+
+    off = bool(disable()) or not sys.stderr.isatty()
+    was_on = (not hub.are_progress_bars_disabled(), tf.is_progress_bar_enabled())
+    if off:
+        hub.disable_progress_bars()
+        tf.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if off and was_on[0]:
+            hub.enable_progress_bars()
+        if off and was_on[1]:
+            tf.enable_progress_bar()

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import torch
 
+from .progress import hub_bars
+
 _BERT = dict(
     hidden_size=64,
     num_hidden_layers=2,
@@ -91,7 +93,8 @@ def build_tiny(model_type: str, out_dir: Path, seed: int = 0, architecture: str 
     """
     out_dir = Path(out_dir)
     model = tiny_model(model_type, seed, architecture, **overrides)
-    model.save_pretrained(out_dir, safe_serialization=True)
+    with hub_bars():  # no "Writing model shards" frames in the tiny rule's log
+        model.save_pretrained(out_dir, safe_serialization=True)
     # transformers 5 writes model.safetensors through a private temp file (mode 0600):
     # give the files the permissions any other file written here would get.
     mask = os.umask(0)
