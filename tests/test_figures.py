@@ -165,3 +165,58 @@ def test_head_distributions_handles_no_heads(aggregates):
     fig = import_module("wqk.figures.head_distributions").draw(empty)
     assert any("no heads" in t.get_text() for t in fig.axes[0].texts)
     assert pd.api.types.is_bool_dtype(tables["heads"]["synthetic"])
+
+
+def training_layers_table(sizes=(("mini", 4), ("base", 12))) -> pd.DataFrame:
+    """layers.csv of an encoder and a decoder run per size, one dataset."""
+    rows = []
+    for size, n_layers in sizes:
+        for objective, sign in (("bidirectional", 1), ("autoregressive", -1)):
+            for step in (0, 100, 200):
+                rows += [{"run": f"{size}-{objective}", "size": size, "objective": objective, "init": "default",
+                          "dataset": "wikipedia", "step": step, "layer": layer,
+                          "symmetry": sign * step / 400 * (layer + 1) / n_layers,
+                          "directionality": -sign * step / 400 * (layer + 1) / n_layers}
+                         for layer in range(n_layers)]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_training_layers_draws_each_size_in_its_own_panels(tmp_path):
+    """The paper config trains two sizes (mini, base): the base runs (the paper's figure 5)
+    come first, the mini runs in panels of their own, each with its own layer colour bar."""
+    draw = import_module("wqk.figures.training_layers").draw
+    layers = training_layers_table()
+    digests = []
+    for run in ("a", "b"):
+        fig = draw({"layers": layers}, dataset="wikipedia")
+        pdf, png = figures.save(fig, tmp_path / run / "training_layers_wikipedia.pdf")
+        digests.append((sha(pdf), sha(png)))
+    assert digests[0] == digests[1]
+    panels = [ax for ax in fig.axes if ax.get_ylabel().endswith("score")]
+    bars = [ax for ax in fig.axes if ax not in panels]
+    assert len(panels) == 8 and len(bars) == 2
+    assert [ax.get_title() for ax in panels if ax.get_title()] == [
+        "encoder (bidirectional), wikipedia, base", "decoder (autoregressive), wikipedia, base",
+        "encoder (bidirectional), wikipedia, mini", "decoder (autoregressive), wikipedia, mini",
+    ]  # fmt: skip
+    assert [len(ax.lines) - 1 for ax in panels] == [12] * 4 + [4] * 4  # a line per layer (+ the zero line)
+    assert [b.get_ylabel() for b in bars] == ["layer (base)", "layer (mini)"]
+    assert fig.get_size_inches()[0] <= figures.DOUBLE
+    # the same table in another row order: the same figure
+    shuffled = layers.sample(frac=1, random_state=0)
+    fig = draw({"layers": shuffled}, dataset="wikipedia")
+    pdf, png = figures.save(fig, tmp_path / "c" / "training_layers_wikipedia.pdf")
+    assert (sha(pdf), sha(png)) == digests[0]
+    # one size on request
+    fig = draw({"layers": layers}, dataset="wikipedia", size="mini")
+    assert len([ax for ax in fig.axes if ax.get_ylabel().endswith("score")]) == 4
+
+
+def test_training_layers_figure_command_with_two_sizes(tmp_path):
+    """As the workflow's rule runs it on the paper config's layers.csv."""
+    csv_path = tmp_path / "layers.csv"
+    training_layers_table().to_csv(csv_path, index=False)
+    out = tmp_path / "training_layers_wikipedia.pdf"
+    argv = ["figure", "training_layers", "--in", f"layers={csv_path}", "--param", "dataset=wikipedia",
+            "--out", str(out)]  # fmt: skip
+    assert wqk_main(argv) == 0 and out.with_suffix(".png").is_file()

@@ -37,7 +37,7 @@ CONDA_NAMES = {"matplotlib-base": "matplotlib"}
 # with datasets); `workflow` (Snakemake runs the jobs, from outside their env) and `test` do not.
 JOB_EXTRAS = ("paper",)
 # The extras of install.sh, and so of requirements.lock.
-LOCK_EXTRAS = ("workflow", "test")
+LOCK_EXTRAS = ("workflow", "paper", "test")
 
 # Declared, never imported by workflow/wqk: used at run time in another way.
 RUNTIME_ONLY = {

@@ -168,7 +168,7 @@ def test_profile_files_identical_and_valid():
     default = profile["default-resources"]
     validate_slurm_extra(Job(default))
     assert set_gres_string(Job(default)) == ""
-    for rule in ("score", "score_checkpoint", "train"):
+    for rule in ("score", "train"):
         job = Job({**default, **profile["set-resources"][rule]})
         validate_slurm_extra(job)
         assert set_gres_string(job) == " --gpus=1", rule

@@ -141,8 +141,9 @@ def test_wikipedia_with_offline_hub(monkeypatch):
         raise ConnectionError("Couldn't reach 'wikimedia/wikipedia' on the Hub (LocalEntryNotFoundError)")
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
-    for name in ("wikipedia", "redpajama"):
-        with pytest.raises(SourceUnavailable, match="HF_DATASETS_OFFLINE=1") as e:
+    # wikipedia is on the hub; RedPajama-V2's files are on its own server (or a local copy)
+    for name, way_out in (("wikipedia", "HF_DATASETS_OFFLINE=1"), ("red_pajama", "--red-pajama-url")):
+        with pytest.raises(SourceUnavailable, match=way_out) as e:
             next(corpus.documents(name))
         assert name in str(e.value)
 
@@ -211,27 +212,33 @@ def test_decoder_is_causal_and_encoder_is_not(small_corpus, small_tokenizer, tmp
 
 
 def _bytes(run: Path) -> dict[str, bytes]:
-    files = sorted(run.glob("checkpoints/*/model.safetensors")) + [
-        run / "loss.csv",
-        run / "done.json",
-    ]
+    """Every file of a run that a rerun must reproduce: the checkpoints kept, the scores
+    (and matrices) of every saved step, the loss log and done.json."""
+    files = sorted(run.glob("checkpoints/*/model.safetensors")) + sorted(run.glob("scores/*.parquet"))
+    files += sorted(run.glob("matrices/*.parquet")) + [run / "loss.csv", run / "done.json"]
     return {f.relative_to(run).as_posix(): f.read_bytes() for f in files}
+
+
+def _leftovers(run: Path) -> list[str]:
+    """Temporary files or folders left behind by a save, a deletion or an atomic write."""
+    return [p.relative_to(run).as_posix() for p in run.rglob(".*")]
 
 
 def test_training_is_deterministic_and_scoreable(small_corpus, small_tokenizer, tmp_path):
     for name in ("a", "b"):
-        train(tiny_cfg(small_corpus, small_tokenizer, tmp_path / name, init="symmetric"))
-    a, b = _bytes(tmp_path / "a"), _bytes(tmp_path / "b")
-    assert list(a) == ["checkpoints/step-000000/model.safetensors", "checkpoints/step-000003/model.safetensors",
-                       "checkpoints/step-000006/model.safetensors", "loss.csv", "done.json"]  # fmt: skip
+        train(tiny_cfg(small_corpus, small_tokenizer, tmp_path / name / "run", init="symmetric"))
+    a, b = _bytes(tmp_path / "a" / "run"), _bytes(tmp_path / "b" / "run")
+    assert list(a) == ["checkpoints/step-000006/model.safetensors", "scores/step-000000.parquet",
+                       "scores/step-000003.parquet", "scores/step-000006.parquet", "loss.csv", "done.json"]  # fmt: skip
     assert a == b
-    loss = pd.read_csv(tmp_path / "a" / "loss.csv")
+    run = tmp_path / "a" / "run"
+    loss = pd.read_csv(run / "loss.csv")
     assert loss["step"].tolist() == [2, 4, 6] and np.isfinite(loss["loss"]).all()
-    assert a["checkpoints/step-000000/model.safetensors"] != a["checkpoints/step-000006/model.safetensors"]
-    assert json.loads((tmp_path / "a" / "run.json").read_text())["init"] == "symmetric"
+    assert a["scores/step-000000.parquet"] != a["scores/step-000006.parquet"]
+    assert json.loads((run / "run.json").read_text())["init"] == "symmetric"
 
-    # A checkpoint is an ordinary local checkpoint for the scorer; symmetric init: M_h symmetric at step 0.
-    summ, layers, losses = summary.summarize([str(tmp_path / "a")])
+    # The run's own scores of every saved step; symmetric init: M_h symmetric at step 0.
+    summ, layers, losses = summary.summarize([str(run)])
     assert summ["step"].tolist() == [0, 3, 6]
     first = summ.iloc[0]
     assert first["symmetry_median"] == pytest.approx(1.0, abs=1e-5) and first["stack"] == "encoder"
@@ -239,6 +246,68 @@ def test_training_is_deterministic_and_scoreable(small_corpus, small_tokenizer, 
     assert sorted(layers.query("step == 0")["layer"]) == [0, 1]
     at = dict(zip(losses["step"], losses["loss"]))  # logged at 2, 4, 6; step 3 ties 2 and 4: the earlier
     assert summ["loss"].tolist() == [at[2], at[2], at[6]]
+
+
+@pytest.mark.parametrize("objective", ["bidirectional", "autoregressive"])
+def test_in_process_scores_equal_wqk_score_of_each_saved_checkpoint(
+    objective, small_corpus, small_tokenizer, tmp_path, monkeypatch, capsys
+):
+    """Every step is scored in the training process from the model's tensors; with every
+    checkpoint kept, `wqk score RUN/checkpoints/step-N` (run from RUN's parent) on each
+    gives the same bytes: scores and, with --keep-matrices, the q/k matrices."""
+    from wqk.cli import main
+
+    run = tmp_path / "run"
+    cfg = tiny_cfg(small_corpus, small_tokenizer, run, objective=objective, keep_checkpoints=0, keep_matrices=True)
+    done = train(cfg)
+    assert complete_checkpoints(run) == [0, 3, 6]
+    assert done["checkpoints"] == [f"checkpoints/step-00000{s}" for s in (0, 3, 6)]
+    assert done["matrices"] == [f"matrices/step-00000{s}.parquet" for s in (0, 3, 6)]
+    monkeypatch.chdir(tmp_path)
+    for step in ("000000", "000003", "000006"):
+        scores, matrices = tmp_path / f"s{step}.parquet", tmp_path / f"m{step}.parquet"
+        assert main(["score", f"run/checkpoints/step-{step}", "--out", str(scores), "--matrices-out",
+                     str(matrices), "--device", "cpu", "--quiet"]) == 0  # fmt: skip
+        assert scores.read_bytes() == (run / "scores" / f"step-{step}.parquet").read_bytes(), step
+        assert matrices.read_bytes() == (run / "matrices" / f"step-{step}.parquet").read_bytes(), step
+    df = pd.read_parquet(run / "scores" / "step-000003.parquet")
+    assert set(df["model"]) == {"run/checkpoints/step-000003"}
+    assert set(df["stack"]) == {"decoder" if objective == "autoregressive" else "encoder"}
+    capsys.readouterr()
+
+
+def test_only_the_last_checkpoints_are_kept_and_scores_are_published(small_corpus, small_tokenizer, tmp_path):
+    """Retention: the last checkpoint (or the last N) remains, the scores of every saved step
+    exist, in the run and in --scores-out (where files of an earlier run are removed)."""
+    out = tmp_path / "published"
+    out.mkdir()
+    (out / "step-000005.parquet").write_bytes(b"stale: a step of other settings")
+    (out / "notes.txt").write_text("not a step's scores: left alone")
+    runs = {}
+    for keep in (1, 2):
+        run = tmp_path / f"keep{keep}" / "run"
+        scores_out = out if keep == 1 else ""
+        cfg = tiny_cfg(small_corpus, small_tokenizer, run, steps=9, keep_checkpoints=keep, scores_out=str(scores_out))
+        done = train(cfg)
+        assert complete_checkpoints(run) == [0, 3, 6, 9][-keep:]
+        assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [f"step-00000{s}" for s in (3, 6, 9)[-keep:]]
+        assert done["checkpoints"] == [f"checkpoints/step-00000{s}" for s in (3, 6, 9)[-keep:]]
+        assert done["scores"] == [f"scores/step-00000{s}.parquet" for s in (0, 3, 6, 9)]
+        assert sorted(p.name for p in (run / "scores").iterdir()) == [f"step-00000{s}.parquet" for s in (0, 3, 6, 9)]
+        assert not (run / "matrices").exists() and not _leftovers(run)
+        runs[keep] = run
+    assert _bytes(runs[1])["scores/step-000009.parquet"] == _bytes(runs[2])["scores/step-000009.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"] + [f"step-00000{s}.parquet" for s in (0, 3, 6, 9)]
+    for s in (0, 3, 6, 9):
+        mine = runs[1] / "scores" / f"step-00000{s}.parquet"
+        assert (out / f"step-00000{s}.parquet").read_bytes() == mine.read_bytes()
+    # the summary reads a folder of scores as the files in it, as the workflow passes them
+    (out / "notes.txt").unlink()
+    by_folder = summary.summarize([str(runs[1])], [str(out)])
+    own = summary.summarize([str(runs[1])])
+    for x, y in zip(by_folder, own):
+        pd.testing.assert_frame_equal(x, y)
+    assert by_folder[0]["step"].tolist() == [0, 3, 6, 9]
 
 
 def test_rerun_of_finished_run_is_a_no_op_and_settings_are_checked(small_corpus, small_tokenizer, tmp_path):
@@ -260,41 +329,91 @@ def test_rerun_of_finished_run_is_a_no_op_and_settings_are_checked(small_corpus,
         )
 
 
+def test_lost_scores_are_rescored_from_checkpoints_or_refused(small_corpus, small_tokenizer, tmp_path):
+    """A run whose scores folder is gone: scored again from its checkpoints when every one was
+    kept (as a run trained before scores were written in process), else an error naming it."""
+    import shutil
+
+    run = tmp_path / "all" / "run"
+    cfg = tiny_cfg(small_corpus, small_tokenizer, run, keep_checkpoints=0)
+    train(cfg)
+    before = _bytes(run)
+    shutil.rmtree(run / "scores")
+    train(cfg)  # finished: nothing trained, the scores are written again from the checkpoints
+    assert _bytes(run) == before
+
+    run = tmp_path / "last" / "run"
+    cfg = tiny_cfg(small_corpus, small_tokenizer, run)
+    train(cfg)
+    (run / "scores" / "step-000003.parquet").unlink()
+    with pytest.raises(WqkError, match=r"no scores for the saved steps \[3\].*delete") as e:
+        train(cfg)
+    assert str(run) in str(e.value)
+
+
+def test_resume_after_a_crash_between_checkpoint_and_scores(small_corpus, small_tokenizer, tmp_path, monkeypatch):
+    """A run stopped after a step's checkpoint was written but before its scores were: the
+    rerun resumes from that checkpoint, scores it, and ends with the bytes of a run never
+    stopped (a stop in process; the test below kills a process)."""
+    from wqk.training import train as train_module
+
+    train(tiny_cfg(small_corpus, small_tokenizer, tmp_path / "full" / "run", steps=9))
+    run = tmp_path / "stopped" / "run"
+    cfg = tiny_cfg(small_corpus, small_tokenizer, run, steps=9)
+    score_step = train_module.score_step
+
+    def stop_at_6(model, run_dir, step, *args, **kwargs):
+        if step == 6:
+            raise KeyboardInterrupt("stopped after the checkpoint of step 6")
+        return score_step(model, run_dir, step, *args, **kwargs)
+
+    monkeypatch.setattr(train_module, "score_step", stop_at_6)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg)
+    assert complete_checkpoints(run) == [3, 6] and not (run / "scores" / "step-000006.parquet").exists()
+    monkeypatch.setattr(train_module, "score_step", score_step)
+    train(cfg)
+    assert _bytes(run) == _bytes(tmp_path / "full" / "run")
+    assert complete_checkpoints(run) == [9] and not _leftovers(run)
+
+
 def test_resume_after_kill_matches_uninterrupted_run(small_corpus, small_tokenizer, tmp_path):
     args = ["train", "--corpus", small_corpus, "--tokenizer", small_tokenizer, "--objective", "bidirectional",
             "--layers", 2, "--hidden", 32, "--heads", 2, "--intermediate", 64, "--seq-len", 16, "--batch-size", 4,
             "--steps", 80, "--save-every", 10, "--log-every", 3, "--lr", 1e-3, "--warmup", 5, "--device", "cpu",
-            "--threads", 1]  # fmt: skip
+            "--score-device", "cpu", "--threads", 1]  # fmt: skip
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    full = subprocess.run(
-        cli(*args, "--out", tmp_path / "full"),
+    # the same run name in both: the scores record it (RUN/checkpoints/step-N)
+    full, run = tmp_path / "full" / "run", tmp_path / "killed" / "run"
+    done = subprocess.run(
+        cli(*args, "--out", full, "--scores-out", tmp_path / "full" / "scores"),
         check=False,
         capture_output=True,
         text=True,
         env=env,
         cwd=ROOT,
     )
-    assert full.returncode == 0, full.stderr
+    assert done.returncode == 0, done.stderr
 
-    run = tmp_path / "killed"
     proc = subprocess.Popen(
-        cli(*args, "--out", run),
+        cli(*args, "--out", run, "--scores-out", tmp_path / "killed" / "scores"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=env,
         cwd=ROOT,
     )
     deadline = time.monotonic() + 120
-    while not complete_checkpoints(run)[1:] and proc.poll() is None and time.monotonic() < deadline:
+    while not (run / "scores" / "step-000010.parquet").exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (run / "done.json").exists(), "the run finished before it could be killed"
+    assert not (tmp_path / "killed" / "scores").exists()  # published only once the run is complete
     kept = complete_checkpoints(run)
-    assert kept[-1] >= 10
+    assert kept[-1] >= 10 and len(kept) <= 2  # the last one (and its predecessor, if killed mid-save)
 
     resumed = subprocess.run(
-        cli(*args, "--out", run),
+        cli(*args, "--out", run, "--scores-out", tmp_path / "killed" / "scores"),
         check=False,
         capture_output=True,
         text=True,
@@ -303,8 +422,12 @@ def test_resume_after_kill_matches_uninterrupted_run(small_corpus, small_tokeniz
     )
     assert resumed.returncode == 0, resumed.stderr
     assert f"resuming {run} from step {kept[-1]}" in resumed.stderr
-    assert _bytes(run) == _bytes(tmp_path / "full")
-    assert not list(run.glob("checkpoints/.tmp-*"))
+    assert _bytes(run) == _bytes(full)
+    assert list(_bytes(run))[:2] == ["checkpoints/step-000080/model.safetensors", "scores/step-000000.parquet"]
+    assert len(list(run.glob("scores/*.parquet"))) == 9 and complete_checkpoints(run) == [80]
+    published = {p.name: p.read_bytes() for p in sorted((tmp_path / "killed" / "scores").iterdir())}
+    assert published == {p.name: p.read_bytes() for p in sorted((tmp_path / "full" / "scores").iterdir())}
+    assert len(published) == 9 and not _leftovers(run)
 
 
 class _RunsCodeWhenUnpickled:

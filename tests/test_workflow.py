@@ -115,6 +115,14 @@ def test_paper_dry_run_plans_every_catalogue_model(workdir):
         assert counts.get(rule) == 1, (rule, counts)
     assert counts.get("figure_scores_vs_params") == 3
     assert counts.get("train") == 18  # 2 sizes x 3 datasets x (encoder, decoder, symmetric encoder)
+    # each run scores its own saved steps: no job per checkpoint (once 18 x 201 = 3,618 of them)
+    assert "score_checkpoint" not in counts, counts
+    assert counts.get("train_summary") == 1, counts
+    assert sum(counts.values()) <= 600, counts
+    # the summary is given one scores folder per run, not 3,618 file names: a shell command
+    # longer than 128 KiB (one argument of `bash -c`) cannot even be started
+    summary_cmd = [l for l in r.stdout.splitlines() if "wqk train-summary" in l]  # printshellcmds: the profile's
+    assert len(summary_cmd) == 1 and len(summary_cmd[0]) < 32_000, [len(c) for c in summary_cmd]
 
 
 def _write_bad_config(workdir: Path, text_from: str, text_to: str) -> str:
@@ -194,6 +202,16 @@ def test_end_to_end_outputs(finished):
     assert set(models["model"]) >= {"sentence-transformers/all-MiniLM-L6-v2", "openai/whisper-tiny.en"}
     summary = pd.read_csv(finished / "results" / "training" / "summary.csv")
     assert set(summary["step"]) == {0, 10, 20} and summary["run"].nunique() == 2
+    # every run scored its saved steps itself and kept only its last checkpoint
+    for run in summary["run"].unique():
+        folder = finished / "results" / "training" / "runs" / run
+        assert sorted(p.name for p in (folder / "checkpoints").iterdir()) == ["step-000020"], run
+        scores = sorted(p.name for p in (finished / "results" / "training" / "scores" / run).iterdir())
+        assert scores == ["step-000000.parquet", "step-000010.parquet", "step-000020.parquet"], run
+        for name in scores:
+            assert (folder / "scores" / name).read_bytes() == (
+                finished / "results" / "training" / "scores" / run / name
+            ).read_bytes()
 
 
 @pytest.mark.slow

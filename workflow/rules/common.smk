@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 from wqk import slug as model_slug  # noqa: E402
 from wqk.catalogue import CatalogueError, load_catalogue, write_catalogue  # noqa: E402
 from wqk.checkpoints.source import parse_source  # noqa: E402
+from wqk.training.corpus import NAMES as CORPUS_NAMES  # noqa: E402
 
 # Rules call the `wqk` command: find it beside the Python that runs Snakemake, so that
 # `.venv/bin/snakemake` works without activating the venv.
@@ -53,6 +54,20 @@ def figure_groups(key):
 TRAINING = config.get("training", {})
 
 
+def check_training_datasets():
+    """Every training.datasets name is a corpus of `wqk corpus` (wqk.training.corpus.NAMES):
+    a wrong one stops the workflow here, before any job runs."""
+    unknown = [d for d in TRAINING.get("datasets", []) if d not in CORPUS_NAMES]
+    if unknown:
+        raise WorkflowError(
+            f"config training.datasets: unknown dataset {', '.join(map(repr, unknown))}; "
+            f"the accepted names are {', '.join(CORPUS_NAMES)}"
+        )
+
+
+check_training_datasets()
+
+
 def training_runs():
     """Run name -> settings, from the grid sizes x objectives x inits x datasets."""
     if not config["activate"]["training"]:
@@ -77,7 +92,7 @@ RUNS = training_runs()
 
 
 def checkpoint_steps():
-    """Steps at which `wqk train` saves a checkpoint: 0, every save_every, and the last."""
+    """Steps at which `wqk train` saves and scores the model: 0, every save_every, the last."""
     steps, every = TRAINING["steps"], TRAINING["save_every"]
     return sorted({0, steps, *range(every, steps + 1, every)})
 
@@ -147,6 +162,7 @@ def get_all_null(wildcards=None):
 
 
 def get_run_scores(run):
+    """Scores of every saved step of a run: outputs of its train job, one file a step."""
     return expand(
         "results/training/scores/{run}/step-{step}.parquet", run=run, step=STEPS
     )
@@ -173,21 +189,36 @@ def get_train_settings(wildcards):
         f"--batch-size {t['batch_size']} --grad-accum {t['grad_accum']} --steps {t['steps']}",
         f"--lr {t['lr']} --warmup {t['warmup']} --weight-decay {t['weight_decay']}",
         f"--save-every {t['save_every']} --log-every {t['log_every']} --seed {t['seed']}",
-        f"--threads {t['threads']}",
+        f"--threads {t['threads']} --keep-checkpoints {t['keep_checkpoints']}",
     ]
     if t["fp16"]:
         flags.append("--fp16")
+    if t["keep_matrices"]:
+        flags.append("--keep-matrices")
     return " ".join(flags)
 
 
-def get_corpus_options(wildcards):
-    if wildcards.dataset == "jigsaw":
+def source_options(dataset):
+    """Where `wqk corpus` and `wqk tokenizer` find a dataset that is not on the hub."""
+    if dataset == "jigsaw":
         return f"--jigsaw-dir {TRAINING['jigsaw_dir']}"
     return ""
 
 
+def token_budget():
+    """Tokens one run reads: steps x batch_size x grad_accum x seq_len. The token file of
+    a corpus holds at most that many (its first ones): a web snapshot is far larger."""
+    t = TRAINING
+    return t["steps"] * t["batch_size"] * t["grad_accum"] * t["seq_len"]
+
+
+def get_corpus_options(wildcards):
+    options = f"--max-tokens {token_budget()} {source_options(wildcards.dataset)}"
+    return options.strip()
+
+
 def get_train_corpus(wildcards):
-    return f"results/training/corpus/{RUNS[wildcards.run]['dataset']}.txt"
+    return f"results/training/corpus/{RUNS[wildcards.run]['dataset']}.npy"
 
 
 def get_train_tokenizer(wildcards):

@@ -1,11 +1,17 @@
-# Training from scratch: corpus -> tokenizer -> train (checkpoints) -> score each checkpoint
-# -> summary. A training checkpoint is scored like any other checkpoint.
+# Training from scratch: corpus -> tokenizer -> train (scores every saved step in process)
+# -> summary. One job per run: a saved step is scored by the scorer of `wqk score`, on the
+# model's own tensors, then all but the last checkpoint are deleted.
 
 
 rule corpus:
-    """Training text: offline (pydoc, shakespeare), `datasets` (wikipedia, red_pajama), or a local Kaggle download (jigsaw)."""
+    """Training data as token ids (a memory-mapped .npy array): documents streamed from their
+    source (pydoc, shakespeare offline; wikipedia, red_pajama through `datasets`; jigsaw from
+    a local Kaggle download) and tokenised in chunks, at most the tokens the runs read.
+    """
+    input:
+        tokenizer=lambda wc: tokenizer_dir(wc.dataset),
     output:
-        "results/training/corpus/{dataset}.txt",
+        "results/training/corpus/{dataset}.npy",
     log:
         "logs/training/corpus/{dataset}.log",
     benchmark:
@@ -13,18 +19,19 @@ rule corpus:
     conda:
         "../envs/wqk.yaml"
     resources:
-        mem_mb=8000,
-        runtime=240,
+        mem_mb=3000,
+        runtime=1440,
     params:
         options=get_corpus_options,
     shell:
-        "wqk corpus --name {wildcards.dataset} {params.options} --out {output} > {log} 2>&1"
+        "wqk corpus --name {wildcards.dataset} --tokenizer {input.tokenizer} {params.options}"
+        " --out {output} > {log} 2>&1"
 
 
 rule tokenizer_trained:
-    """A WordPiece tokenizer trained on the corpus (fixed vocabulary, deterministic)."""
-    input:
-        "results/training/corpus/{dataset}.txt",
+    """A WordPiece tokenizer trained on the corpus's documents, streamed from their source
+    (fixed vocabulary, deterministic).
+    """
     output:
         directory("results/training/tokenizer/corpus-{dataset}"),
     log:
@@ -33,11 +40,13 @@ rule tokenizer_trained:
         "../envs/wqk.yaml"
     resources:
         mem_mb=4000,
-        runtime=30,
+        runtime=120,
     params:
         vocab_size=TRAINING.get("tokenizer", {}).get("vocab_size"),
+        options=lambda wc: source_options(wc.dataset),
     shell:
-        "wqk tokenizer --corpus {input} --vocab-size {params.vocab_size} --out {output} > {log} 2>&1"
+        "wqk tokenizer --dataset {wildcards.dataset} {params.options}"
+        " --vocab-size {params.vocab_size} --out {output} > {log} 2>&1"
 
 
 rule tokenizer_pretrained:
@@ -58,16 +67,20 @@ rule tokenizer_pretrained:
 
 
 rule train:
-    """One run; checkpoints/step-XXXXXX/ are kept, so a rerun resumes from the last one.
+    """One run, scored at every saved step in the same process (same bytes as `wqk score`
+    on that step's checkpoint); a rerun resumes from the last checkpoint.
 
-    Only done.json is declared: Snakemake deletes the declared outputs of a failed job,
-    and the checkpoints must survive an interruption.
+    Declared: done.json and the scores of every saved step, copied from the run folder when
+    the run is complete. Snakemake deletes the declared outputs of a failed job; what
+    resuming needs (checkpoints/, the scores in the run folder, matrices/ when kept) is not
+    declared, so it survives.
     """
     input:
         corpus=get_train_corpus,
         tokenizer=get_train_tokenizer,
     output:
-        "results/training/runs/{run}/done.json",
+        done="results/training/runs/{run}/done.json",
+        scores=expand("results/training/scores/{{run}}/step-{step}.parquet", step=STEPS),
     log:
         "logs/training/train/{run}.log",
     benchmark:
@@ -80,37 +93,18 @@ rule train:
         runtime=2880,
         gpu=1,
     params:
-        out=subpath(output[0], parent=True),
+        out=subpath(output.done, parent=True),
+        scores=lambda wc: f"results/training/scores/{wc.run}",
         settings=get_train_settings,
-    shell:
-        "wqk train --corpus {input.corpus} --tokenizer {input.tokenizer} {params.settings}"
-        " --out {params.out} > {log} 2>&1"
-
-
-rule score_checkpoint:
-    """Scores of one training checkpoint, read straight from its folder."""
-    input:
-        "results/training/runs/{run}/done.json",
-    output:
-        "results/training/scores/{run}/step-{step}.parquet",
-    log:
-        "logs/training/score/{run}/step-{step}.log",
-    conda:
-        "../envs/wqk.yaml"
-    threads: 1
-    resources:
-        mem_mb=4000,
-        runtime=20,
-        gpu=1,
-    params:
-        checkpoint=lambda wc: f"results/training/runs/{wc.run}/checkpoints/step-{wc.step}",
         device=config["score"]["device"],
     shell:
-        "wqk score {params.checkpoint} --out {output} --device {params.device} > {log} 2>&1"
+        "wqk train --corpus {input.corpus} --tokenizer {input.tokenizer} {params.settings}"
+        " --score-device {params.device} --out {params.out} --scores-out {params.scores}"
+        " > {log} 2>&1"
 
 
 rule train_summary:
-    """Stable tables of every run and checkpoint: scores (medians over layers) and losses."""
+    """Stable tables of every run and saved step: scores (medians over layers) and losses."""
     input:
         dones=get_training_dones,
         scores=get_training_scores,
@@ -125,6 +119,9 @@ rule train_summary:
         "../envs/wqk.yaml"
     params:
         runs=lambda wc, input: [os.path.dirname(p) for p in input.dones],
+        # one folder per run, not one name per step: the paper's 3,600 file names would
+        # make a command line longer than the 128 KiB one argument may hold
+        scores=lambda wc, input: sorted({os.path.dirname(p) for p in input.scores}),
     shell:
-        "wqk train-summary --runs {params.runs} --scores {input.scores} --out {output.summary}"
+        "wqk train-summary --runs {params.runs} --scores {params.scores} --out {output.summary}"
         " --layers-out {output.layers} --losses-out {output.losses} > {log} 2>&1"

@@ -2,7 +2,7 @@
 
     .venv/bin/python workflow/scripts/lock_requirements.py
 
-`uv pip compile` of [project] dependencies and the `workflow` and `test` extras (what install.sh
+`uv pip compile` of [project] dependencies and the `workflow`, `paper` and `test` extras (what install.sh
 installs), every version pinned with the sha256 of each of its files, for CPython 3.11 on Linux
 x86_64 (the version of environment.yml and workflow/envs/wqk.yaml).
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "requirements.lock"
-EXTRAS = ("workflow", "test")
+EXTRAS = ("workflow", "paper", "test")
 PYTHON = "3.11"
 PLATFORM = "x86_64-manylinux_2_28"
 COMMAND = "python workflow/scripts/lock_requirements.py"

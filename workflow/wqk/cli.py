@@ -33,7 +33,7 @@ COMMANDS = {
     "figure": ("wqk.commands.figure", "render one figure from the aggregates"),
     "table": ("wqk.commands.table", "render one table from the aggregates"),
     "validate": ("wqk.commands.validate", "compare our scores with the paper's"),
-    "corpus": ("wqk.commands.corpus", "build a training corpus (text file)"),
+    "corpus": ("wqk.commands.corpus", "build a training corpus (token ids .npy, or text)"),
     "tokenizer": ("wqk.commands.tokenizer", "train or fetch the training tokenizer"),
     "train": ("wqk.commands.train", "train a BERT-style encoder or decoder from scratch"),
     "train-summary": ("wqk.commands.train_summary", "scores and losses of training runs -> summary"),

@@ -1,7 +1,10 @@
 """`wqk train`: train a BERT-style encoder (bidirectional) or decoder (autoregressive) from scratch.
 
-Rerunning an interrupted job resumes from its last complete checkpoint; a finished run
-(done.json present) is left as it is.
+Every saved step is scored in this process (the scorer of `wqk score`, on the model's own
+tensors) into RUN/scores/step-NNNNNN.parquet; only the last --keep-checkpoints checkpoints
+are kept, for resuming. Rerunning an interrupted job resumes from its last complete
+checkpoint; a finished run (done.json present) is not trained again (its scores are copied
+to --scores-out, if given).
 """
 
 from __future__ import annotations
@@ -10,7 +13,11 @@ from ..training.train import INITS, OBJECTIVES, TrainConfig
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--corpus", required=True, help="text file from `wqk corpus`")
+    p.add_argument(
+        "--corpus",
+        required=True,
+        help="token ids from `wqk corpus --tokenizer` (.npy, memory-mapped), or a text file (tokenised first)",
+    )
     p.add_argument(
         "--tokenizer",
         required=True,
@@ -39,7 +46,18 @@ def add_arguments(p) -> None:
         "--save-every",
         type=int,
         default=100,
-        help="checkpoint every N steps (and at 0 and the end)",
+        help="save and score every N steps (and at 0 and the end)",
+    )
+    p.add_argument(
+        "--keep-checkpoints",
+        type=int,
+        default=1,
+        help="checkpoints kept for resuming: the last N (0: every one; default 1)",
+    )
+    p.add_argument(
+        "--keep-matrices",
+        action="store_true",
+        help="also keep the q/k matrices of every saved step (RUN/matrices/step-N.parquet)",
     )
     p.add_argument("--log-every", type=int, default=10, help="log the mean loss every N steps")
     p.add_argument("--seed", type=int, default=0)
@@ -54,9 +72,21 @@ def add_arguments(p) -> None:
         help="dataset label for summaries (default: corpus file stem)",
     )
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument(
+        "--score-device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="where the saved steps are scored",
+    )
     p.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: its default)")
     p.add_argument("--fp16", action="store_true", help="mixed precision (CUDA only)")
     p.add_argument("--out", required=True, help="run folder")
+    p.add_argument(
+        "--scores-out",
+        default="",
+        help="folder to copy the scores of every saved step to once the run is complete"
+        " (its other step-*.parquet files are removed)",
+    )
 
 
 def run(args) -> int:
@@ -65,7 +95,10 @@ def run(args) -> int:
     from ..training.train import train
 
     check_writable(args.out, folder=True)  # a run folder: new, or an interrupted run to resume
+    if args.scores_out:
+        check_writable(args.scores_out, "--scores-out", folder=True)
     resolve_device(args.device)
+    resolve_device(args.score_device)
     cfg = TrainConfig(
         corpus=args.corpus,
         tokenizer=args.tokenizer,
@@ -92,6 +125,10 @@ def run(args) -> int:
         device=args.device,
         fp16=args.fp16,
         threads=args.threads,
+        keep_checkpoints=args.keep_checkpoints,
+        keep_matrices=args.keep_matrices,
+        score_device=args.score_device,
+        scores_out=args.scores_out,
     )
     train(cfg)
     return 0

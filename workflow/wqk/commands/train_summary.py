@@ -1,7 +1,9 @@
-"""`wqk train-summary`: training runs and their checkpoint scores -> summary.csv, layers.csv, losses.csv.
+"""`wqk train-summary`: training runs and the scores of their saved steps -> summary.csv, layers.csv, losses.csv.
 
-Without --scores, every complete checkpoint of every run is scored here (the same scorer as
-`wqk score`); with --scores, the Parquet files of `wqk score RUN/checkpoints/step-N` are read.
+With --scores, the scores Parquet files given (or every .parquet file of the folders given:
+the --scores-out folders of `wqk train`, or files of `wqk score RUN/checkpoints/step-N`) are
+read. Without, the scores each run wrote for itself (RUN/scores/) are read; a run without
+them (trained before `wqk train` scored its steps) has its complete checkpoints scored here.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ def add_arguments(p) -> None:
         "--scores",
         nargs="*",
         default=None,
-        help="scores Parquet of the runs' checkpoints",
+        help="scores Parquet files of the runs' saved steps, or folders of them",
     )
     p.add_argument(
         "--out",

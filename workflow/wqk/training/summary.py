@@ -1,13 +1,15 @@
-"""Training runs + scores of their checkpoints -> the stable tables tools read.
+"""Training runs + scores of their saved steps -> the stable tables tools read.
 
-summary.csv  one row per (run, checkpoint step): run metadata, the logged loss nearest to
+summary.csv  one row per (run, saved step): run metadata, the logged loss nearest to
              that step, and the median and quartiles over layers of both scores
 layers.csv   one row per (run, step, layer): symmetry and directionality of the layer form
 losses.csv   every logged loss of every run (for loss curves and the symmetric-init table)
 
-Scores come from `wqk score CHECKPOINT --out X.parquet` (the scores Parquet contract); which
-run and step a file belongs to is read from its `model` (the checkpoint path, .../RUN/
-checkpoints/step-NNNNNN) or, failing that, from the file's own path (.../RUN/step-NNNNNN...).
+Scores are scores Parquet files (the contract of `wqk score`): those `wqk train` writes for
+every saved step (RUN/scores/step-NNNNNN.parquet, copied to its --scores-out folder), or
+those of `wqk score CHECKPOINT`. Which run and step a file belongs to is read from its
+`model` (RUN/checkpoints/step-NNNNNN, as `wqk train` names it, or any checkpoint path
+ending so) or, failing that, from the file's own path (.../RUN/step-NNNNNN...).
 """
 
 from __future__ import annotations
@@ -84,6 +86,26 @@ def checkpoint_folders(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
     return [(s, checkpoint_dir(Path(run_dir), s)) for s in complete_checkpoints(Path(run_dir))]
 
 
+def expand_score_files(paths: list[str | os.PathLike]) -> list[Path]:
+    """The files among paths, and the *.parquet files of the folders among them (sorted):
+    a workflow passes one folder per run, not thousands of file names on a command line."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(p.glob("*.parquet"))
+            if not found:
+                raise WqkError(f"{p}: a folder of scores without any .parquet file")
+            files += found
+        else:
+            files.append(p)
+    return files
+
+
+def run_score_files(run_dir: str | os.PathLike) -> list[Path]:
+    """The scores `wqk train` wrote for the run's saved steps (RUN/scores/), if any."""
+    return sorted((Path(run_dir) / "scores").glob("step-*.parquet"))
+
+
 def _nearest_loss(loss: pd.DataFrame, step: int) -> float:
     if loss.empty:
         return float("nan")
@@ -99,7 +121,9 @@ def _quartiles(values: pd.Series, name: str) -> dict:
 def summarize(
     run_dirs: list[str], score_files: list[str] | None = None, device: str = "cpu"
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(summary, layers, losses) of the runs; without score files, checkpoints are scored here."""
+    """(summary, layers, losses) of the runs, from score_files (files, or folders of them);
+    without them, from the scores each run holds (RUN/scores/), or else by scoring each
+    complete checkpoint of the run here (runs trained before scores were written in process)."""
     metas = {m["run"]: m for m in map(run_meta, run_dirs)}
     if len(metas) != len(run_dirs):
         raise WqkError(f"run folders must have distinct names: {run_dirs}")
@@ -107,7 +131,7 @@ def summarize(
 
     layers = []
     if score_files:
-        for f in score_files:
+        for f in expand_score_files(score_files):
             df = pd.read_parquet(f)
             if df.empty:
                 raise WqkError(f"{f}: empty scores file")
@@ -118,8 +142,13 @@ def summarize(
     else:
         for d in run_dirs:
             run = run_meta(d)["run"]
-            for step, folder in checkpoint_folders(d):
-                layers.append(layer_rows(score_checkpoint(folder, device), run, step))
+            own = run_score_files(d)
+            if own:
+                for f in own:
+                    layers.append(layer_rows(pd.read_parquet(f), run, int(f.stem.removeprefix("step-"))))
+            else:
+                for step, folder in checkpoint_folders(d):
+                    layers.append(layer_rows(score_checkpoint(folder, device), run, step))
     if not layers:
         raise WqkError("no checkpoint scores: pass --scores, or runs with checkpoints")
     layer_df = pd.concat(layers, ignore_index=True).sort_values(["run", "step", "stack", "layer"])

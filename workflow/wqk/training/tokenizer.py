@@ -4,28 +4,21 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import SourceUnavailable
+from .corpus import file_paragraphs
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
-def _paragraphs(corpus: Path):
-    with open(corpus, encoding="utf-8") as f:
-        block: list[str] = []
-        for line in f:
-            if line.strip():
-                block.append(line)
-            elif block:
-                yield "".join(block)
-                block = []
-        if block:
-            yield "".join(block)
+def train_wordpiece(corpus: str | os.PathLike | Callable[[], Iterable[str]], vocab_size: int):
+    """A BERT-style (uncased) WordPiece tokenizer trained on a corpus, deterministically.
 
-
-def train_wordpiece(corpus: str | os.PathLike, vocab_size: int):
-    """A BERT-style (uncased) WordPiece tokenizer trained on one text file, deterministically.
+    `corpus`: a text file (paragraphs separated by blank lines), or a function returning a
+    fresh iterator of paragraphs (it is read twice), e.g. streamed documents:
+    `lambda: corpus.paragraphs(corpus.documents(name))`.
 
     The `tokenizers` trainer numbers the "##c" continuation symbols in hash-map order, and
     ties between equally frequent merges are broken by those numbers, so two runs can give
@@ -43,10 +36,17 @@ def train_wordpiece(corpus: str | os.PathLike, vocab_size: int):
         trainers,
     )
 
-    corpus = Path(corpus)
+    if callable(corpus):
+        source = corpus
+    else:
+        path = Path(corpus)
+
+        def source():
+            return file_paragraphs(path)
+
     normalizer = normalizers.BertNormalizer(lowercase=True, clean_text=True, handle_chinese_chars=True)
     chars: set[str] = set()
-    for p in _paragraphs(corpus):
+    for p in source():
         chars.update(normalizer.normalize_str(p))
     continuations = ["##" + c for c in sorted(chars) if not c.isspace()]
 
@@ -58,7 +58,7 @@ def train_wordpiece(corpus: str | os.PathLike, vocab_size: int):
         special_tokens=SPECIAL_TOKENS + continuations,
         show_progress=False,
     )
-    draft.train_from_iterator(_paragraphs(corpus), trainer=trainer)
+    draft.train_from_iterator(source(), trainer=trainer)
     vocab = draft.get_vocab(with_added_tokens=True)
 
     tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##"))
@@ -98,17 +98,19 @@ def pretrained(name: str):
         raise SourceUnavailable(
             f"tokenizer {name} could not be fetched from the Hugging Face hub ({type(e).__name__}); "
             "it needs the hub: pre-download it (huggingface-cli download "
-            f"{name}) and set HF_HUB_OFFLINE=1, or train one offline with --corpus/--vocab-size"
+            f"{name}) and set HF_HUB_OFFLINE=1, or train one offline with --dataset (or --corpus) and --vocab-size"
         ) from e
 
 
 def build(
     out: str | os.PathLike,
-    corpus: str | None = None,
+    corpus: str | os.PathLike | Callable[[], Iterable[str]] | None = None,
     vocab_size: int = 8000,
     pretrained_name: str | None = None,
 ) -> Path:
-    """Write the tokenizer folder (tokenizer.json + tokenizer_config.json ...) atomically."""
+    """Write the tokenizer folder (tokenizer.json + tokenizer_config.json ...) atomically.
+
+    `corpus`: a text file or a function returning paragraphs (train_wordpiece)."""
     out = Path(out)
     if pretrained_name:
         fast = pretrained(pretrained_name)

@@ -7,13 +7,27 @@ initialisation copies W_k into W_q in every layer, so every M_h = Q_h K_h^T star
 Run folder layout (RUN_DIR):
     run.json                      configuration and metadata (size, objective, init, dataset)
     loss.csv                      step, loss (mean since the previous row), lr
+    scores/step-NNNNNN.parquet    scores of every saved step (the scores Parquet of `wqk score`)
+    matrices/step-NNNNNN.parquet  per-head Q_h, K_h of every saved step (--keep-matrices only)
     checkpoints/step-NNNNNN/      config.json + model.safetensors (a plain local checkpoint)
-                                  + trainer_state.pt (optimizer, scheduler, RNG: for resuming)
+                                  + trainer_state.pt (optimizer, scheduler, RNG: for resuming);
+                                  only the last --keep-checkpoints of them are kept
     done.json                     written last
+
+Every saved step is scored in this process, from the model's own tensors (its state_dict
+through wqk.checkpoints.memory, the adapters and wqk.score_table: the code of `wqk score`),
+right after its checkpoint is written: the scores file holds the same bytes as
+`wqk score RUN/checkpoints/step-NNNNNN` run from RUN's parent folder (model name
+RUN/checkpoints/step-NNNNNN, provenance the hash of that model.safetensors). Then the
+checkpoints before the last --keep-checkpoints are deleted: a run keeps its scores, its
+loss curve and what resuming needs, not 200 copies of the model and its optimizer.
+With --scores-out, the scores files are copied there once the run is complete (the files a
+workflow declares; those in RUN_DIR survive a failed job, which a workflow may delete).
 
 Deterministic: fixed seeds, deterministic torch kernels, all randomness from explicit
 generators whose states are checkpointed, so a job killed and rerun resumes from its last
-complete checkpoint and ends with the same bytes as an uninterrupted run.
+complete checkpoint and ends with the same bytes as an uninterrupted run (loss.csv, every
+scores file, the last checkpoints, done.json).
 """
 
 from __future__ import annotations
@@ -79,6 +93,10 @@ class TrainConfig:
     threads: int = 0  # CPU threads for torch (0: torch's default); results may depend on it
     size: str = ""  # label for summaries; default "L{layers}-H{hidden}"
     dataset: str = ""  # label for summaries; default the corpus file's stem
+    keep_checkpoints: int = 1  # checkpoints kept for resuming (the last N); 0: every one
+    keep_matrices: bool = False  # also write the q/k matrices of every saved step
+    score_device: str = "auto"  # where each saved step is scored (auto, cpu, cuda)
+    scores_out: str = ""  # folder the scores files are copied to once the run is complete
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -99,6 +117,8 @@ class TrainConfig:
         ):
             if getattr(self, name) < 1:
                 raise WqkError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.keep_checkpoints < 0:
+            raise WqkError("--keep-checkpoints must be at least 0 (0 keeps every checkpoint)")
         self.size = self.size or f"L{self.layers}-H{self.hidden}"
         self.dataset = self.dataset or Path(self.corpus).stem
 
@@ -106,26 +126,61 @@ class TrainConfig:
 # --- data -------------------------------------------------------------------------------
 
 
-def token_stream(corpus: str | os.PathLike, tok) -> torch.Tensor:
-    """The whole corpus as one id sequence: paragraphs joined by [SEP]."""
+def load_tokens(corpus: str | os.PathLike, tok):
+    """The corpus as one id sequence (paragraphs, each followed by [SEP]), memory-mapped.
+
+    A .npy file is the token file of `wqk corpus --tokenizer` (written with this tokenizer);
+    any other file is read as text (paragraphs at blank lines) and tokenised in chunks into
+    a temporary .npy file, mapped and then unlinked: the mapping outlives the name, and
+    neither the text nor its ids are ever held in memory as a whole."""
+    import tempfile
+
+    from .corpus import file_paragraphs, read_tokens, write_tokens
+
+    path = Path(corpus)
+    if path.suffix == ".npy":
+        tokens = read_tokens(path)
+    else:
+        with tempfile.TemporaryDirectory(prefix="wqk-tokens-") as tmp:
+            write_tokens(file_paragraphs(path), tok, Path(tmp) / "tokens.npy")
+            tokens = read_tokens(Path(tmp) / "tokens.npy")
+    vocab_size = tok.get_vocab_size()
+    if (vocab_size - 1).bit_length() > tokens.dtype.itemsize * 8:
+        raise WqkError(f"{path}: {tokens.dtype} token ids cannot hold the {vocab_size} ids of the tokenizer")
+    return tokens
+
+
+def chunk(tokens, seq_len: int):
+    """Non-overlapping sequences of seq_len tokens: an [n, seq_len] view of the ids (no copy)."""
+    n = len(tokens) // seq_len
+    if n < 1:
+        raise WqkError(f"corpus has {len(tokens)} tokens, fewer than one sequence of {seq_len}")
+    return tokens[: n * seq_len].reshape(n, seq_len)
+
+
+def batch_of(data, rows) -> torch.Tensor:
+    """Rows of the [n, seq_len] id array (rows: a tensor of row numbers), as int64 ids; only
+    those rows are read from the memory map, and their pages are then let go (release)."""
+    import numpy as np
     import torch
 
-    from .tokenizer import _paragraphs
-
-    sep = tok.token_to_id("[SEP]")
-    ids: list[int] = []
-    for enc in tok.encode_batch(list(_paragraphs(Path(corpus))), add_special_tokens=False):
-        ids.extend(enc.ids)
-        ids.append(sep)
-    return torch.tensor(ids, dtype=torch.long)
+    batch = torch.from_numpy(np.asarray(data[rows.numpy()], dtype=np.int64))
+    release(data)
+    return batch
 
 
-def chunk(stream, seq_len: int):
-    """Non-overlapping sequences of seq_len tokens: [n, seq_len]."""
-    n = stream.numel() // seq_len
-    if n < 1:
-        raise WqkError(f"corpus has {stream.numel()} tokens, fewer than one sequence of {seq_len}")
-    return stream[: n * seq_len].view(n, seq_len)
+def release(data) -> None:
+    """Take the token file's pages out of this process's resident set (madvise
+    MADV_DONTNEED over the whole mapping; a no-op for an array in memory). They stay in the
+    page cache, so reading them again costs no disk read. Without this, random batches map
+    page after page (and, on a fault, the cached pages around it) until the process's RSS
+    counts the whole file: clean, reclaimable pages, but what RSS-based memory limits see.
+    About 0.25 ms for a 52 GB mapping."""
+    import mmap
+
+    mm = getattr(data, "_mmap", None)  # numpy.memmap's mapping, shared by its views
+    if mm is not None and hasattr(mm, "madvise"):
+        mm.madvise(mmap.MADV_DONTNEED)
 
 
 def mask_tokens(input_ids, generator, *, mask_id: int, vocab_size: int, special_ids: list[int]):
@@ -284,8 +339,8 @@ def _write_json(path: Path, obj) -> None:
 
 def _run_record(cfg: TrainConfig) -> dict:
     rec = asdict(cfg)
-    rec.pop("device")
-    rec.pop("threads")
+    for where in ("device", "threads", "score_device", "scores_out"):  # where, not what
+        rec.pop(where)
     rec["corpus_sha256"] = _sha256(Path(cfg.corpus))
     rec["tokenizer_sha256"] = _sha256(Path(cfg.tokenizer) / "tokenizer.json")
     rec["run"] = Path(cfg.out).name
@@ -298,6 +353,157 @@ def _loss_rows(path: Path, up_to: int) -> list[list[str]]:
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
     return [r for r in rows[1:] if int(r[0]) <= up_to]
+
+
+def prune_checkpoints(run_dir: Path, keep: int) -> list[int]:
+    """Delete every checkpoint but the last `keep` complete ones (0: keep all), and what an
+    interrupted save or deletion left; returns the steps kept. A checkpoint is renamed away
+    before it is deleted, so a kill mid-deletion never leaves a half checkpoint under its name."""
+    root = run_dir / "checkpoints"
+    if not root.is_dir():
+        return []
+    complete = complete_checkpoints(run_dir)
+    kept = complete if keep == 0 else complete[-keep:]
+    for d in sorted(root.iterdir()):
+        if d.name.startswith((".tmp-", ".trash-")):
+            shutil.rmtree(d, ignore_errors=True)
+        elif keep and CHECKPOINT_RE.fullmatch(d.name) and int(d.name[5:]) not in kept:
+            trash = d.with_name(f".trash-{d.name}")
+            os.replace(d, trash)
+            shutil.rmtree(trash, ignore_errors=True)
+    return kept
+
+
+# --- scores of saved steps --------------------------------------------------------------
+
+
+def remove_partial_files(folder: Path) -> None:
+    """What a killed process left of an atomic write of a step's file (.step-N.parquet.tmp-PID)."""
+    for tmp in folder.glob(".step-*.parquet.tmp-*"):
+        tmp.unlink(missing_ok=True)
+
+
+def scores_path(run_dir: Path, step: int) -> Path:
+    return run_dir / "scores" / f"step-{step:06d}.parquet"
+
+
+def matrices_path(run_dir: Path, step: int) -> Path:
+    return run_dir / "matrices" / f"step-{step:06d}.parquet"
+
+
+def step_name(run_dir: Path, step: int) -> str:
+    """The model name a step's scores record: RUN/checkpoints/step-NNNNNN, the path that
+    `wqk score` records when run from the run folder's parent (wqk.training.summary reads
+    the run and the step from it). Relative: the bytes do not depend on where RUN lies."""
+    return f"{run_dir.name}/checkpoints/step-{step:06d}"
+
+
+def score_step(model, run_dir: Path, step: int, device: str = "auto", matrices: bool = False) -> Path:
+    """Score the model as it is at a saved step, in this process: its state_dict through the
+    in-memory store, the adapter of its model_type and the scorer of `wqk score` (which
+    also writes the q/k matrices when asked). Identity as `wqk score` gives the step's
+    checkpoint, which must be written already: its name (step_name) and the hash of its
+    model.safetensors. Writes scores_path (and matrices_path) atomically; returns the former."""
+    import torch
+
+    from ..adapters import get_adapter
+    from ..checkpoints.memory import open_model
+    from ..checkpoints.provenance import hash_files
+    from ..contracts import ModelInfo
+
+    name = step_name(run_dir, step)
+    ckpt = open_model(model, name)
+    weights = checkpoint_dir(run_dir, step) / "model.safetensors"
+    info = ModelInfo(
+        model=name,
+        source=name,
+        provenance=f"xxh3:{hash_files([weights])}",
+        model_type=ckpt.model_type,
+        synthetic=bool(ckpt.config.get("wqk_synthetic", False)),
+    )
+    blocks = get_adapter(ckpt.model_type, ckpt.model_id)(ckpt)
+    # Training runs with deterministic algorithms required; the scorer's kernels are
+    # deterministic (matmuls, sums), but a CUDA kernel torch cannot certify must not stop a
+    # run at its first saved step: it only warns while scoring.
+    strict = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(strict, warn_only=True)
+    try:
+        return _write_step(info, blocks, run_dir, step, device, matrices)
+    finally:
+        torch.use_deterministic_algorithms(strict, warn_only=warn_only)
+
+
+def _write_step(info, blocks, run_dir: Path, step: int, device: str, matrices: bool) -> Path:
+    import itertools
+
+    from ..matrices import MatricesWriter
+    from ..score_table import score_table, write_scores
+
+    out = scores_path(run_dir, step)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if matrices:
+        m_out = matrices_path(run_dir, step)
+        m_out.parent.mkdir(parents=True, exist_ok=True)
+        with MatricesWriter(m_out) as writer:
+            table = score_table(writer.tee(info, blocks), device=device, progress=False)
+    else:
+        table = score_table(zip(itertools.repeat(info), blocks), device=device, progress=False)
+    write_scores(table, out)
+    return out
+
+
+def _score_saved(run_dir: Path, step: int, device: str, matrices: bool) -> Path:
+    """Scores of a step from its checkpoint folder (`wqk score`'s own path): for the steps
+    of a run begun before scores were written in process, whose checkpoints were all kept."""
+    from ..adapters import open_source
+
+    info, blocks = open_source(str(checkpoint_dir(run_dir, step)), step_name(run_dir, step))
+    return _write_step(info, blocks, run_dir, step, device, matrices)
+
+
+def _check_scores(run_dir: Path, steps: list[int], device: str, matrices: bool) -> None:
+    """Every saved step up to the one a run resumes from (or ends at) has its scores: those
+    missing are scored from their checkpoints if these remain, else the run cannot go on."""
+    saved = set(complete_checkpoints(run_dir))
+    lost = []
+    for s in steps:
+        if scores_path(run_dir, s).is_file():
+            continue
+        if s in saved:
+            log.info("scoring step %d from its checkpoint", s)
+            _score_saved(run_dir, s, device, matrices)
+        else:
+            lost.append(s)
+    if lost:
+        raise WqkError(
+            f"{run_dir}: no scores for the saved steps {lost} and no checkpoints left to score them "
+            f"from ({run_dir / 'scores'} was deleted?): delete {run_dir} to train the run again"
+        )
+
+
+def publish_scores(run_dir: Path, steps: list[int], out: str | os.PathLike) -> list[Path]:
+    """Copy the scores of the steps to out/step-NNNNNN.parquet (atomically), and remove other
+    step-*.parquet files there, left by an earlier run of other settings: the folder then
+    holds exactly this run's scores (what `wqk train-summary --scores FOLDER` reads)."""
+    from ..atomic import atomic_path
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    remove_partial_files(out)
+    written = []
+    for s in steps:
+        src, dst = scores_path(run_dir, s), out / f"step-{s:06d}.parquet"
+        if not src.is_file():
+            raise WqkError(f"{src} is missing: the run's scores are incomplete; delete {run_dir} to train it again")
+        with atomic_path(dst) as tmp:
+            shutil.copyfile(src, tmp)
+        written.append(dst)
+    names = {p.name for p in written}
+    for stale in out.glob("step-*.parquet"):
+        if stale.name not in names and CHECKPOINT_RE.fullmatch(stale.name.removesuffix(".parquet")):
+            stale.unlink()
+    return written
 
 
 # --- training ---------------------------------------------------------------------------
@@ -344,7 +550,10 @@ def _train(cfg: TrainConfig) -> dict:
                 "delete the folder or choose another --out"
             )
         if done_path.is_file():
-            log.info("%s is complete (done.json); nothing to do", run_dir)
+            log.info("%s is complete (done.json); nothing to train", run_dir)
+            _check_scores(run_dir, checkpoint_steps(cfg), cfg.score_device, cfg.keep_matrices)
+            if cfg.scores_out:
+                publish_scores(run_dir, checkpoint_steps(cfg), cfg.scores_out)
             return json.loads(done_path.read_text())
     _write_json(run_json, record)
 
@@ -365,7 +574,7 @@ def _train(cfg: TrainConfig) -> dict:
     if any(v is None for v in ids.values()):
         raise WqkError(f"tokenizer {cfg.tokenizer} lacks a special token: {ids}")
     vocab_size = tok.get_vocab_size()
-    data = chunk(token_stream(cfg.corpus, tok), cfg.seq_len)
+    data = chunk(load_tokens(cfg.corpus, tok), cfg.seq_len)
     log.info("%s: %d sequences of %d tokens", cfg.corpus, data.shape[0], cfg.seq_len)
 
     model = build_model(cfg, vocab_size, ids["[PAD]"]).to(device)
@@ -413,8 +622,16 @@ def _train(cfg: TrainConfig) -> dict:
         }
 
     saves = set(checkpoint_steps(cfg))
-    if start == 0 and 0 not in done_steps:
+    if not done_steps:
         _save(run_dir, 0, model, trainer_state())
+    # The step resumed from is scored again: a kill may have come between its checkpoint and
+    # its scores. The steps before it were scored before it was saved (or, in a run begun
+    # before scores were written here, are scored from their checkpoints now).
+    for folder in (run_dir / "scores", run_dir / "matrices"):
+        remove_partial_files(folder)
+    score_step(model, run_dir, start, cfg.score_device, cfg.keep_matrices)
+    _check_scores(run_dir, [s for s in sorted(saves) if s < start], cfg.score_device, cfg.keep_matrices)
+    prune_checkpoints(run_dir, cfg.keep_checkpoints)
 
     special = [ids["[PAD]"], ids["[CLS]"], ids["[SEP]"]]
     model.train()
@@ -435,7 +652,7 @@ def _train(cfg: TrainConfig) -> dict:
             step_loss = 0.0
             for _ in range(cfg.grad_accum):
                 rows_ = torch.randint(data.shape[0], (cfg.batch_size,), generator=batches)
-                input_ids = data[rows_]
+                input_ids = batch_of(data, rows_)
                 if cfg.objective == "bidirectional":
                     input_ids, labels = mask_tokens(
                         input_ids,
@@ -467,13 +684,23 @@ def _train(cfg: TrainConfig) -> dict:
                 bar.set_postfix(loss=f"{last_loss:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
             if step in saves:
                 _save(run_dir, step, model, trainer_state())
+                score_step(model, run_dir, step, cfg.score_device, cfg.keep_matrices)
+                prune_checkpoints(run_dir, cfg.keep_checkpoints)  # after the new one is complete
             bar.update(1)
 
     final = _loss_rows(loss_path, cfg.steps)
     result = {
         "steps": cfg.steps,
         "final_loss": float(final[-1][1]) if final else None,
-        "checkpoints": [checkpoint_dir(run_dir, s).relative_to(run_dir).as_posix() for s in sorted(saves)],
+        "checkpoints": [
+            checkpoint_dir(run_dir, s).relative_to(run_dir).as_posix() for s in complete_checkpoints(run_dir)
+        ],
+        "scores": [scores_path(run_dir, s).relative_to(run_dir).as_posix() for s in sorted(saves)],
+        "matrices": [
+            matrices_path(run_dir, s).relative_to(run_dir).as_posix()
+            for s in sorted(saves)
+            if matrices_path(run_dir, s).is_file()
+        ],
     }
     log.info(
         "%s: %d steps in %.1f s, final loss %s",
@@ -482,5 +709,7 @@ def _train(cfg: TrainConfig) -> dict:
         time.monotonic() - t0,
         result["final_loss"],
     )
+    if cfg.scores_out:
+        publish_scores(run_dir, sorted(saves), cfg.scores_out)
     _write_json(done_path, result)
     return result
