@@ -65,7 +65,12 @@ def check_against_rules(commands: list[list[str]]) -> None:
 
 
 def measure(cmd: list[str]) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS in GB, stderr) of one command in its own process."""
+    """(wall seconds, peak RSS in GB, stderr) of one command in its own process.
+
+    The dirty pages of the previous run (a 0.7 GB matrices file) are flushed first: left to
+    the kernel's writeback, they slow whichever run comes next by up to a second."""
+    os.sync()
+    time.sleep(1)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     err = proc.stderr.read()
