@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import re
 import socket
 import threading
@@ -541,6 +542,21 @@ def test_cli_fetch_accepts_the_hf_prefix(hub, dirs, monkeypatch, capsys):
     assert capsys.readouterr().out.strip() == plain == str(dirs["cache_dir"] / "acme--tiny-llama" / SHA)
     assert main(["fetch", f"hf:{REPO}@{SHA}", "--no-progress"]) == 0
     assert capsys.readouterr().out.strip() == plain
+
+
+def test_fetch_logs_no_line_per_http_request(hub, dirs, monkeypatch, caplog):
+    """httpx logs every request at INFO: `wqk fetch` shows them only with -v."""
+    from wqk.cli import main
+
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("WQK_CACHE", str(dirs["cache_dir"]))
+    monkeypatch.setenv("HF_HUB_CACHE", str(dirs["hf_cache_dir"]))
+    caplog.set_level(logging.DEBUG)
+    assert main(["fetch", REPO, "--no-progress"]) == 0
+    assert not [r for r in caplog.records if r.name.startswith("httpx")]
+    caplog.clear()
+    assert main(["-v", "fetch", f"{REPO}@main", "--no-progress"]) == 0
+    assert [r for r in caplog.records if r.name.startswith("httpx")]
 
 
 def test_offline_uses_an_hf_cache_filled_elsewhere(hub, tensors, dirs, tmp_path, monkeypatch):

@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # one INFO line per HTTP request from the hub's client drowns what wqk says; -v shows them
+    for name in ("httpx", "httpx2", "httpcore", "httpcore2"):
+        logging.getLogger(name).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     try:
         return int(modules[args.command].run(args) or 0)
     except WqkError as e:
