@@ -390,3 +390,17 @@ def test_console_exit_codes(tmp_path):
     assert wqk_cli("score").returncode == 2
     failed = wqk_cli("extract", "./no-such-model", "--out", "m.parquet")
     assert failed.returncode == 1 and "no such file or folder" in failed.stderr
+
+
+def test_catalogue_quoted_cell_across_lines_names_the_line(tmp_path):
+    """A quote opened in one cell and closed on a later line used to end in a bare ValueError."""
+    from wqk.catalogue import CatalogueError, load_catalogue
+
+    src = (ROOT / "tests" / "config" / "catalogue.tsv").read_text().splitlines(keepends=True)
+    header_at = next(i for i, line in enumerate(src) if line.startswith("slug\t"))
+    row = src[header_at + 1].rstrip("\n").split("\t")
+    row[-1] = '"a note that runs\nonto the next line"'
+    bad = tmp_path / "catalogue.tsv"
+    bad.write_text("".join(src[: header_at + 1]) + "\t".join(row) + "\n" + "".join(src[header_at + 2 :]))
+    with pytest.raises(CatalogueError, match=rf"line {header_at + 2}: a quote .* not closed on this line"):
+        load_catalogue(bad)

@@ -129,8 +129,14 @@ def load_catalogue(path: str | os.PathLike, schema_path=None) -> list[dict]:
         raise CatalogueError(f"{origin} not found: set `catalogue:` in the config file") from None
     if not lines:
         raise CatalogueError(f"{origin} has no header and no models")
-    parsed = list(csv.reader([line for _, line in lines], delimiter="\t"))
-    rows = [(n, cells) for (n, _), cells in zip(lines[1:], parsed[1:], strict=True)]
+    # line by line: a cell is one line, and a quote left open would swallow the next lines
+    for n, line in lines:
+        if line.count('"') % 2:
+            raise CatalogueError(
+                f'{origin}, line {n}: a quote (") is opened and not closed on this line; a cell is one line'
+            )
+    parsed = [next(csv.reader([line.rstrip("\r\n")], delimiter="\t"), []) for _, line in lines]
+    rows = [(n, cells) for (n, _), cells in zip(lines[1:], parsed[1:])]
     # the header's own line, whatever comments and blank lines come before or after it
     checked = check_rows([c.strip() for c in parsed[0]], rows, origin, schema_path, header_line=lines[0][0])
     if not rows:
