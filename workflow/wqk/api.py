@@ -64,8 +64,6 @@ def score(
             a missing tensor; the message names the model, the file and the way out.
         TypeError: source is none of the above.
     """
-    from .contracts import ModelInfo
-
     if isinstance(source, (str, os.PathLike)):
         text = os.fspath(source)
         if text.endswith(".parquet") and Path(text).is_file():
@@ -83,19 +81,11 @@ def score(
             info, blocks = open_source(found, name, synthetic)
             items = zip(itertools.repeat(info), blocks)
     elif hasattr(source, "state_dict") and hasattr(getattr(source, "config", None), "to_dict"):
-        from .adapters import get_adapter
+        from .adapters import model_blocks
         from .checkpoints.memory import open_model
 
-        ckpt = open_model(source, name)
-        adapter = get_adapter(ckpt.model_type, ckpt.model_id)  # before hashing the weights: fail fast
-        info = ModelInfo(
-            model=ckpt.model_id,
-            source=ckpt.model_id,
-            provenance=ckpt.provenance(),
-            model_type=ckpt.model_type,
-            synthetic=bool(synthetic or ckpt.config.get("wqk_synthetic", False)),
-        )
-        items = zip(itertools.repeat(info), adapter(ckpt))
+        info, blocks = model_blocks(open_model(source, name), synthetic=synthetic)
+        items = zip(itertools.repeat(info), blocks)
     else:
         raise TypeError(
             f"wqk.score takes a source (hub id, folder, pypi:<package>, matrices .parquet) or a loaded "

@@ -93,15 +93,24 @@ def stack_objectives(model_type: str) -> dict[str, str]:
 def open_source(
     source: str | Located, name: str | None = None, synthetic: bool = False
 ) -> tuple[ModelInfo, Iterator[AttentionBlock]]:
+    """A checkpoint's identity and its attention blocks (`model_blocks` of the opened source)."""
+    return model_blocks(open_checkpoint(source), name, synthetic)
+
+
+def model_blocks(
+    ckpt: Checkpoint, name: str | None = None, synthetic: bool = False, provenance: str | None = None
+) -> tuple[ModelInfo, Iterator[AttentionBlock]]:
     """A checkpoint's identity and its attention blocks, read one layer at a time as the
-    stream is consumed. A config.json with "wqk_synthetic": true (tiny random models built
-    by `wqk tiny`) marks the model synthetic whatever the caller says."""
-    ckpt = open_checkpoint(source)
+    stream is consumed. A config with "wqk_synthetic": true (tiny random models built by
+    `wqk tiny`) marks the model synthetic whatever the caller says. provenance: default the
+    checkpoint's own (its revision, else the hash of its weights), taken after the adapter
+    is found, so that an unsupported model fails before its weights are hashed."""
+    adapter = get_adapter(ckpt.model_type, ckpt.model_id)
     info = ModelInfo(
         model=name or ckpt.model_id,
         source=ckpt.model_id,
-        provenance=ckpt.provenance(),
+        provenance=provenance or ckpt.provenance(),
         model_type=ckpt.model_type,
         synthetic=bool(synthetic or ckpt.config.get("wqk_synthetic", False)),
     )
-    return info, get_adapter(ckpt.model_type, ckpt.model_id)(ckpt)
+    return info, adapter(ckpt)

@@ -406,22 +406,13 @@ def score_step(model, run_dir: Path, step: int, device: str = "auto", matrices: 
     model.safetensors. Writes scores_path (and matrices_path) atomically; returns the former."""
     import torch
 
-    from ..adapters import get_adapter
+    from ..adapters import model_blocks
     from ..checkpoints.memory import open_model
     from ..checkpoints.provenance import hash_files
-    from ..contracts import ModelInfo
 
-    name = step_name(run_dir, step)
-    ckpt = open_model(model, name)
     weights = checkpoint_dir(run_dir, step) / "model.safetensors"
-    info = ModelInfo(
-        model=name,
-        source=name,
-        provenance=f"xxh3:{hash_files([weights])}",
-        model_type=ckpt.model_type,
-        synthetic=bool(ckpt.config.get("wqk_synthetic", False)),
-    )
-    blocks = get_adapter(ckpt.model_type, ckpt.model_id)(ckpt)
+    ckpt = open_model(model, step_name(run_dir, step))
+    info, blocks = model_blocks(ckpt, provenance=f"xxh3:{hash_files([weights])}")
     # Training runs with deterministic algorithms required; the scorer's kernels are
     # deterministic (matmuls, sums), but a CUDA kernel torch cannot certify must not stop a
     # run at its first saved step: it only warns while scoring.
