@@ -92,8 +92,8 @@ def measure(cmd: list[str]) -> tuple[float, float]:
     return wall, usage.ru_maxrss / 1e6  # ru_maxrss is in KiB on Linux
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_checkpoint_arguments(ap: argparse.ArgumentParser) -> None:
+    """The benchmark checkpoint's shape and where it is built (shared with bench_workflow_path)."""
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/wqk-bench-llama"))
     ap.add_argument("--hidden", type=int, default=4096)
     ap.add_argument("--layers", type=int, default=8)
@@ -101,10 +101,19 @@ def main():
     ap.add_argument("--kv-heads", type=int, default=8)
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--mlp", type=int, default=256)
+
+
+def checkpoint_folder(a: argparse.Namespace) -> Path:
+    return a.workdir / f"llama-h{a.hidden}-l{a.layers}-q{a.heads}-kv{a.kv_heads}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_checkpoint_arguments(ap)
     ap.add_argument("--repeats", type=int, default=3, help="runs of each method, interleaved")
     ap.add_argument("--naive-worker", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args()
-    folder = a.workdir / f"llama-h{a.hidden}-l{a.layers}-q{a.heads}-kv{a.kv_heads}"
+    folder = checkpoint_folder(a)
     if a.naive_worker:
         return naive(folder, a.naive_worker)
     build_checkpoint(folder, a.hidden, a.layers, a.heads, a.kv_heads, a.vocab, a.mlp)

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_score_llama import build_checkpoint
+from bench_score_llama import add_checkpoint_arguments, build_checkpoint, checkpoint_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 WQK = [sys.executable, "-m", "wqk.cli"]
@@ -110,19 +110,13 @@ def convert(folder: Path, dtype: str) -> Path:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workdir", type=Path, default=Path("/tmp/wqk-bench-llama"))
-    ap.add_argument("--hidden", type=int, default=4096)
-    ap.add_argument("--layers", type=int, default=8)
-    ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--kv-heads", type=int, default=8)
-    ap.add_argument("--vocab", type=int, default=32000)
-    ap.add_argument("--mlp", type=int, default=256)
+    add_checkpoint_arguments(ap)
     ap.add_argument("--repeats", type=int, default=3, help="runs of each, interleaved")
     ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"],
                     help="the checkpoint's precision (a converted copy of the float32 one)")  # fmt: skip
     ap.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    folder = a.workdir / f"llama-h{a.hidden}-l{a.layers}-q{a.heads}-kv{a.kv_heads}"
+    folder = checkpoint_folder(a)
     if a.prepare:
         build_checkpoint(folder, a.hidden, a.layers, a.heads, a.kv_heads, a.vocab, a.mlp)
         if a.dtype != "float32":
