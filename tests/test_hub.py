@@ -241,6 +241,13 @@ def dirs(tmp_path, monkeypatch):
     return {"cache_dir": tmp_path / "wqk", "hf_cache_dir": tmp_path / "hf"}
 
 
+def fetch(dirs, repo_id=REPO, revision=None, **kwargs):
+    """fetch_hub into the test's two caches, without a progress bar."""
+    return fetch_hub(
+        repo_id, revision, cache_dir=dirs["cache_dir"], hf_cache_dir=dirs["hf_cache_dir"], progress=False, **kwargs
+    )
+
+
 def qk_bytes(tensors) -> int:
     return sum(v.numel() * v.element_size() for n, v in tensors.items() if is_qk_tensor(n))
 
@@ -274,9 +281,7 @@ def assert_qk_only(folder, tensors):
 
 
 def test_fetch_moves_only_qk_bytes_and_caches(hub, tensors, dirs):
-    folder = fetch_hub(
-        REPO, cache_dir=dirs["cache_dir"], hf_cache_dir=dirs["hf_cache_dir"], endpoint=hub.url, progress=False
-    )
+    folder = fetch(dirs, endpoint=hub.url)
     assert folder == dirs["cache_dir"] / "acme--tiny-llama" / SHA
     assert (folder / ".revision").read_text().strip() == SHA
     assert json.loads((folder / "config.json").read_text()) == CONFIG
@@ -292,9 +297,7 @@ def test_fetch_moves_only_qk_bytes_and_caches(hub, tensors, dirs):
     assert "hf_secret" not in json.dumps(hub.log)
 
     before = hub.sent
-    again = fetch_hub(
-        REPO, cache_dir=dirs["cache_dir"], hf_cache_dir=dirs["hf_cache_dir"], endpoint=hub.url, progress=False
-    )
+    again = fetch(dirs, endpoint=hub.url)
     assert again == folder
     assert hub.sent - before < 2048  # only the revision lookup (API JSON)
     pinned = fetch_hub(REPO, SHA, cache_dir=dirs["cache_dir"], endpoint=hub.url, progress=False)
@@ -304,9 +307,7 @@ def test_fetch_moves_only_qk_bytes_and_caches(hub, tensors, dirs):
 def test_dropped_connection_resumes(hub, tensors, dirs, monkeypatch):
     qk = qk_bytes(tensors)
     hub.cut_after, hub.cuts_left = 40_000, 1  # one range request dies after 40 kB
-    folder = fetch_hub(
-        REPO, cache_dir=dirs["cache_dir"], endpoint=hub.url, hf_cache_dir=dirs["hf_cache_dir"], progress=False
-    )
+    folder = fetch(dirs, endpoint=hub.url)
     assert_qk_only(folder, tensors)
     assert hub.sent - probe_waste(hub.files) <= 1.2 * qk  # the retry continued at the cut, it did not start over
 
@@ -351,13 +352,7 @@ def test_all_weights_and_offline_cache(hub, tensors, dirs, monkeypatch):
 def test_offline_without_cache_is_clear(dirs, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(SourceUnavailable, match=r"acme/absent.*HF_HUB_OFFLINE=1.*wqk fetch"):
-        fetch_hub(
-            "acme/absent",
-            cache_dir=dirs["cache_dir"],
-            hf_cache_dir=dirs["hf_cache_dir"],
-            endpoint="http://127.0.0.1:9",
-            progress=False,
-        )
+        fetch(dirs, "acme/absent", endpoint="http://127.0.0.1:9")
 
 
 def _closed_port() -> int:
@@ -371,9 +366,7 @@ def test_unreachable_hub_fails_fast_naming_the_model(dirs, endpoint):
     endpoint = endpoint or f"http://127.0.0.1:{_closed_port()}"
     t0 = time.monotonic()
     with pytest.raises(SourceUnavailable) as e:
-        fetch_hub(
-            REPO, cache_dir=dirs["cache_dir"], hf_cache_dir=dirs["hf_cache_dir"], endpoint=endpoint, progress=False
-        )
+        fetch(dirs, endpoint=endpoint)
     assert time.monotonic() - t0 < 5
     msg = str(e.value)
     assert REPO in msg and "cannot reach" in msg and "HF_HUB_OFFLINE=1" in msg and "\n" not in msg
@@ -384,9 +377,7 @@ def test_unreachable_hub_fails_fast_naming_the_model(dirs, endpoint):
 def test_gated_repo_mentions_token(hub, dirs, where, status):
     setattr(hub, f"status_for_{where}", status)
     with pytest.raises(SourceUnavailable, match=rf"{REPO}.*HF_TOKEN") as e:
-        fetch_hub(
-            REPO, cache_dir=dirs["cache_dir"], hf_cache_dir=dirs["hf_cache_dir"], endpoint=hub.url, progress=False
-        )
+        fetch(dirs, endpoint=hub.url)
     assert "hf_secret" not in str(e.value)
 
 
@@ -406,13 +397,7 @@ def test_bin_only_repo_downloads_whole_files(dirs, tensors):
     )
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     try:
-        folder = fetch_hub(
-            "acme/bin-only",
-            cache_dir=dirs["cache_dir"],
-            endpoint=server.url,
-            hf_cache_dir=dirs["hf_cache_dir"],
-            progress=False,
-        )
+        folder = fetch(dirs, "acme/bin-only", endpoint=server.url)
     finally:
         server.shutdown()
         server.server_close()
@@ -490,22 +475,10 @@ def test_corrupt_remote_header_names_the_file(tensors, dirs):
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     try:
         with pytest.raises(CorruptCheckpoint, match=rf"{REPO}@{SHA}/{shard}: tensor .*spans.*--all-weights"):
-            fetch_hub(
-                REPO,
-                cache_dir=dirs["cache_dir"],
-                hf_cache_dir=dirs["hf_cache_dir"],
-                endpoint=server.url,
-                progress=False,
-            )
+            fetch(dirs, endpoint=server.url)
         files[shard] = (1 << 40).to_bytes(8, "little") + files[shard][8:]
         with pytest.raises(CorruptCheckpoint, match=rf"{REPO}@{SHA}/{shard}: a header of .* is not safetensors"):
-            fetch_hub(
-                REPO,
-                cache_dir=dirs["cache_dir"],
-                hf_cache_dir=dirs["hf_cache_dir"],
-                endpoint=server.url,
-                progress=False,
-            )
+            fetch(dirs, endpoint=server.url)
     finally:
         server.shutdown()
         server.server_close()
@@ -616,9 +589,7 @@ def test_429_and_5xx_are_retried_honouring_retry_after(hub, tensors, dirs, monke
         (r"model-00001-of-00002", 429, {"Retry-After": "3600"}),  # capped
         (r"model-00002-of-00002", 503, {}),
     ]  # no Retry-After: the base wait
-    folder = fetch_hub(
-        REPO, cache_dir=dirs["cache_dir"], hf_cache_dir=dirs["hf_cache_dir"], endpoint=hub.url, progress=False
-    )
+    folder = fetch(dirs, endpoint=hub.url)
     assert_qk_only(folder, tensors)
     assert hub.fail_next == []
     assert sorted(waits) == [0.25, 7, 30]
@@ -630,9 +601,7 @@ def test_persistent_5xx_gives_up_after_the_retries(hub, dirs, monkeypatch):
     monkeypatch.setattr("wqk.checkpoints.hub.client.RETRIES", 2)
     hub.fail_next = [(r"^/api/models/", 503, {"Retry-After": "1"})] * 5
     with pytest.raises(SourceUnavailable, match=rf"HTTP 503 for {REPO}: retry later") as e:
-        fetch_hub(
-            REPO, cache_dir=dirs["cache_dir"], hf_cache_dir=dirs["hf_cache_dir"], endpoint=hub.url, progress=False
-        )
+        fetch(dirs, endpoint=hub.url)
     assert "\n" not in str(e.value)
     assert waits == [1, 1] and len(hub.fail_next) == 2
 
@@ -642,14 +611,7 @@ def test_a_redirect_to_another_host_gets_no_token(tensors, dirs):
     with serving(FakeHub(files)) as cdn, serving(FakeHub(files)) as origin:
         origin.redirect_to = cdn.url
         for qk_only in (True, False):
-            folder = fetch_hub(
-                REPO,
-                cache_dir=dirs["cache_dir"],
-                hf_cache_dir=dirs["hf_cache_dir"],
-                endpoint=origin.url,
-                qk_only=qk_only,
-                progress=False,
-            )
+            folder = fetch(dirs, endpoint=origin.url, qk_only=qk_only)
             if qk_only:
                 assert_qk_only(folder, tensors)
     assert {r["auth"] for r in origin.seen} == {"Bearer hf_secret_do_not_print"}
@@ -662,9 +624,7 @@ def test_a_redirect_to_another_host_gets_no_token(tensors, dirs):
 def test_each_header_is_read_in_one_request(hub, tensors, dirs, monkeypatch, probe):
     if probe:  # a header longer than the probe: one more request for its rest
         monkeypatch.setattr("wqk.checkpoints.hub.ranges.HEADER_PROBE", probe)
-    folder = fetch_hub(
-        REPO, cache_dir=dirs["cache_dir"], hf_cache_dir=dirs["hf_cache_dir"], endpoint=hub.url, progress=False
-    )
+    folder = fetch(dirs, endpoint=hub.url)
     assert_qk_only(folder, tensors)
     for name, data in shard_files(hub.files).items():
         end = 8 + int.from_bytes(data[:8], "little")
@@ -679,9 +639,7 @@ def test_a_file_shorter_than_the_probe(dirs):
     small = {f"model.layers.0.self_attn.{p}_proj.weight": torch.randn(8, 8, generator=g) for p in "qkv"}
     files = {"config.json": json.dumps(CONFIG).encode(), "model.safetensors": save(small, {"format": "pt"})}
     with serving(FakeHub(files)) as server:
-        folder = fetch_hub(
-            REPO, cache_dir=dirs["cache_dir"], hf_cache_dir=dirs["hf_cache_dir"], endpoint=server.url, progress=False
-        )
+        folder = fetch(dirs, endpoint=server.url)
     with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
         assert sorted(f.keys()) == sorted(n for n in small if "v_proj" not in n)
         assert all(torch.equal(f.get_tensor(n), small[n]) for n in f.keys())
@@ -771,14 +729,7 @@ def test_an_index_naming_a_path_is_refused(tensors, dirs, tmp_path, bad, qk_only
         files[bad] = files[shard]
     before = tree(tmp_path)
     with serving(FakeHub(files)) as server, pytest.raises(SourceUnavailable) as e:
-        fetch_hub(
-            REPO,
-            cache_dir=dirs["cache_dir"],
-            hf_cache_dir=dirs["hf_cache_dir"],
-            endpoint=server.url,
-            qk_only=qk_only,
-            progress=False,
-        )
+        fetch(dirs, endpoint=server.url, qk_only=qk_only)
     msg = str(e.value)
     assert REPO in msg and repr(bad) in msg and "\n" not in msg
     outside = {
@@ -794,13 +745,7 @@ def test_a_commit_id_that_is_not_a_sha_is_refused(tensors, dirs, tmp_path, bad):
     before = tree(tmp_path)
     with serving(FakeHub(sharded_repo(tensors), sha=bad)) as server:
         with pytest.raises(SourceUnavailable) as e:
-            fetch_hub(
-                REPO,
-                cache_dir=dirs["cache_dir"],
-                hf_cache_dir=dirs["hf_cache_dir"],
-                endpoint=server.url,
-                progress=False,
-            )
+            fetch(dirs, endpoint=server.url)
         msg = str(e.value)
         assert REPO in msg and repr(bad) in msg and "\n" not in msg
         assert [r["path"] for r in server.seen if "/resolve/" in r["path"]] == []  # nothing asked for
