@@ -76,23 +76,16 @@ def check_params(kind: str, module, call: str, kwargs: dict, raw: dict[str, str]
     return out
 
 
-def outputs(kind: str, out: str) -> list[Path]:
-    """The files written for --out, each checked now (before the work): OUT.pdf and OUT.png
-    for a figure (as wqk.figures.save names them), STEM.csv, .md and .tex for a table (as
-    wqk.tables.write does)."""
+def outputs(package, out: str) -> list[Path]:
+    """The files written for --out (the package's output_paths: wqk.figures or wqk.tables),
+    each checked now, before the work."""
     from ..atomic import check_writable
 
     if not str(out).strip():
         check_writable(out)  # raises: --out is empty
-    path = Path(out)
-    if path.name in ("", ".", ".."):
+    if Path(out).name in ("", ".", ".."):
         raise WqkError(f"--out {out} names a folder; give a file name")
-    if kind == "figure":
-        pdf = path if path.suffix == ".pdf" else path.with_suffix(".pdf")
-        paths = [pdf, pdf.with_suffix(".png")]
-    else:
-        stem = path.with_suffix("") if path.suffix in (".csv", ".md", ".tex") else path
-        paths = [stem.with_name(stem.name + ext) for ext in (".csv", ".md", ".tex")]
+    paths = package.output_paths(out)
     for p in paths:
         check_writable(p)
     return paths
@@ -144,7 +137,7 @@ def prepare(kind: str, args, call: str):
     then for a missing input."""
     package = importlib.import_module(f"wqk.{kind}s")
     known = sorted(p.stem for p in Path(package.__file__).parent.glob("*.py") if not p.stem.startswith("_"))
-    outputs(kind, args.out)
+    outputs(package, args.out)
     if args.name not in known:
         raise WqkError(f"no {kind} named {args.name!r}; known {kind}s: {', '.join(known)}")
     module = importlib.import_module(f"wqk.{kind}s.{args.name}")

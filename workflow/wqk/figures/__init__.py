@@ -99,12 +99,15 @@ def params_axis(ax, n_params=()) -> None:
     ax.set_xlabel("number of parameters")
 
 
+def output_paths(out: str | os.PathLike) -> list[Path]:
+    """[OUT.pdf, OUT.png]: what `save` writes for out (any other suffix replaced)."""
+    out_pdf = Path(out).with_suffix(".pdf")
+    return [out_pdf, out_pdf.with_suffix(".png")]
+
+
 def save(fig: Figure, out_pdf: str | os.PathLike) -> tuple[Path, Path]:
     """Write OUT.pdf and OUT.png (same stem), metadata stripped, atomically."""
-    out_pdf = Path(out_pdf)
-    if out_pdf.suffix != ".pdf":
-        out_pdf = out_pdf.with_suffix(".pdf")
-    out_png = out_pdf.with_suffix(".png")
+    out_pdf, out_png = output_paths(out_pdf)
     out_pdf.parent.mkdir(parents=True, exist_ok=True)
     meta_pdf = {"Creator": None, "Producer": None, "CreationDate": None, "ModDate": None}
     with style():

@@ -87,12 +87,18 @@ def to_latex(df: pd.DataFrame, caption: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(df: pd.DataFrame, stem: str | os.PathLike, caption: str | None = None) -> list[Path]:
-    """STEM.csv, STEM.md, STEM.tex from one DataFrame (any suffix of stem is dropped)."""
+def output_paths(stem: str | os.PathLike) -> list[Path]:
+    """[STEM.csv, STEM.md, STEM.tex]: what `write` writes (a .csv, .md or .tex suffix of stem
+    is dropped, any other kept)."""
     stem = Path(stem)
     if stem.suffix in (".csv", ".md", ".tex"):
         stem = stem.with_suffix("")
-    paths = [stem.with_name(stem.name + ext) for ext in (".csv", ".md", ".tex")]
+    return [stem.with_name(stem.name + ext) for ext in (".csv", ".md", ".tex")]
+
+
+def write(df: pd.DataFrame, stem: str | os.PathLike, caption: str | None = None) -> list[Path]:
+    """STEM.csv, STEM.md, STEM.tex from one DataFrame (any suffix of stem is dropped)."""
+    paths = output_paths(stem)
     write_text(paths[0], df.to_csv(index=False, float_format="%.6g", lineterminator="\n"))
     md = (f"{caption}\n\n" if caption else "") + to_markdown(df)
     write_text(paths[1], md)
