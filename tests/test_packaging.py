@@ -46,6 +46,7 @@ RUNTIME_ONLY = {
     "pytest": "runs tests/",
     "snakefmt": "command run by tests/test_style.py on Snakefile and workflow/rules",
     "ruff": "command run by tests/test_style.py on the Python code",
+    "aiohttp": "loaded by fsspec for http(s):// files (RedPajama-V2's own site, wqk.training.corpus)",
 }
 
 

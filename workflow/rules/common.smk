@@ -202,6 +202,8 @@ def source_options(dataset):
     """Where `wqk corpus` and `wqk tokenizer` find a dataset that is not on the hub."""
     if dataset == "jigsaw":
         return f"--jigsaw-dir {TRAINING['jigsaw_dir']}"
+    if dataset == "red_pajama":
+        return f"--red-pajama-url {TRAINING['red_pajama_url']}"
     return ""
 
 

@@ -140,8 +140,7 @@ def red_pajama(base: str | os.PathLike | None = None) -> Iterator[str]:
         "with --red-pajama-url"
     )
     listing = f"{base}/listings/{spec['language']}-{spec['snapshot']}-{spec['partition']}.txt"
-    keys = _load_dataset("red_pajama", "text", data_files=listing, split="train", streaming=True, hint=hint)
-    files = [f"{base}/documents/{row['text'].strip()}.json.gz" for row in keys if row["text"].strip()]
+    files = [f"{base}/documents/{key}.json.gz" for key in _read_lines(listing, "red_pajama", hint)]
     if not files:
         raise SourceUnavailable(f"corpus red_pajama: the listing {listing} names no document files")
     # One file at a time: `datasets` asks the server about every file it is given before it
@@ -150,6 +149,19 @@ def red_pajama(base: str | os.PathLike | None = None) -> Iterator[str]:
     for file in files:
         docs = _load_dataset("red_pajama", "json", data_files=file, split="train", streaming=True, hint=hint)
         yield from _column(docs.select_columns([spec["column"]]), spec["column"], "red_pajama")
+
+
+def _read_lines(url: str, label: str, hint: str) -> list[str]:
+    """The non-empty lines of a small text file at a URL or path, through fsspec (`datasets`'
+    text loader passes an `encoding` argument that fsspec's HTTP files hand on to aiohttp)."""
+    import fsspec
+
+    try:
+        with fsspec.open(url, "rt", encoding="utf-8") as f:
+            return [line.strip() for line in f if line.strip()]
+    except Exception as e:  # unreachable host, 404, missing file
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise SourceUnavailable(f"corpus {label}: cannot read {url} ({type(e).__name__}: {first}); {hint}") from e
 
 
 def jigsaw(folder: str | os.PathLike | None) -> Iterator[str]:

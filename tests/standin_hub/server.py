@@ -1,0 +1,378 @@
+"""A local HTTP server that speaks the part of the Hugging Face hub's API that this project and
+the libraries it calls (huggingface_hub, transformers, datasets) use, for a tree of repos on disk.
+
+    <root>/manifest.json             {"models": {repo_id: {"gated": false|"manual"}}, "datasets": {...},
+                                      "aliases": {old_id: repo_id}}  (renamed repos: 307 to the new id)
+    <root>/models/<repo_id>/...      the files of each model repo
+    <root>/datasets/<repo_id>/...    the files of each dataset repo
+    <root>/static/...                plain files at /<path> of the second host (a dataset's own site)
+
+What it speaks:
+- `GET /api/{models,datasets}/<id>[/revision/<rev>]`: info with the commit sha, siblings, gated;
+  `GET .../tree/<rev>[/<path>]` (recursive, paginated by nothing) and `POST .../paths-info/<rev>`.
+- `GET|HEAD /<id>/resolve/<rev>/<file>` (datasets under /datasets/): Range, ETag, X-Repo-Commit.
+  Large files (LFS: weights, Parquet, archives) answer 302 to a second host, the CDN, which
+  serves the bytes and records every Authorization header it is sent (it must get none). The
+  second host also serves <root>/static: a download site that is not the hub (`datasets` reads
+  any URL under HF_ENDPOINT as a hub path, so such a site must have a host of its own).
+- Gated repos: files answer 401 without a token, 403 with a token other than `token`.
+- `throttle`: every n-th request for a repo file answers 429 with `Retry-After: 1` once.
+A repo's commit sha is the SHA-1 of its file names and contents: a changed file is a new commit.
+`seen` records every request (method, path, range, whether a token came); `log_unknown` prints
+requests the server does not speak, which is how a new library call shows up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import socket
+import sys
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+TOKEN = "hf_standin_token"  # the token that opens gated repos
+LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".parquet", ".gz", ".zst", ".arrow", ".msgpack", ".h5", ".ot")
+KINDS = {"models": "model", "datasets": "dataset"}
+
+
+@dataclass
+class Repo:
+    kind: str  # "models" or "datasets"
+    repo_id: str
+    folder: Path
+    gated: str | bool = False
+    sha: str = ""
+    files: dict[str, Path] = field(default_factory=dict)  # repo path -> file on disk
+
+    def load(self) -> Repo:
+        h = hashlib.sha1()
+        for p in sorted(q for q in self.folder.rglob("*") if q.is_file()):
+            name = p.relative_to(self.folder).as_posix()
+            self.files[name] = p
+            h.update(name.encode() + b"\0" + hashlib.sha1(p.read_bytes()).digest())
+        self.sha = h.hexdigest()
+        return self
+
+    def etag(self, name: str) -> str:
+        return hashlib.sha256(self.files[name].read_bytes()).hexdigest()
+
+
+def load_repos(root: Path) -> tuple[dict[tuple[str, str], Repo], dict[str, str]]:
+    manifest = json.loads((root / "manifest.json").read_text())
+    repos = {}
+    for kind in KINDS:
+        for repo_id, meta in sorted(manifest.get(kind, {}).items()):
+            repos[kind, repo_id] = Repo(kind, repo_id, root / kind / repo_id, meta.get("gated", False)).load()
+    return repos, manifest.get("aliases", {})
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, host: str, port: int):
+        super().__init__((host, port), _Handler)
+        self.lock = threading.Lock()
+        self.seen: list[dict] = []
+        self.host_name = host
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host_name}:{self.server_address[1]}"
+
+    def handle_error(self, request, client_address):
+        """A client that hangs up on a kept-alive connection is not an error worth a traceback."""
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
+
+    def start(self) -> _Server:
+        threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+class StandInHub(_Server):
+    """The hub at 127.0.0.1, its CDN (a second server) at localhost."""
+
+    def __init__(self, root: Path, port: int = 0, cdn_port: int = 0, throttle: int = 0, log_unknown: bool = True):
+        super().__init__("127.0.0.1", port)
+        self.root = Path(root)
+        self.repos, self.aliases = load_repos(self.root)
+        self.cdn = CDN(self, cdn_port)
+        self.throttle = throttle
+        self.file_requests = 0
+        self.throttled: set[str] = set()
+        self.log_unknown = log_unknown
+
+    def start(self) -> StandInHub:
+        self.cdn.start()
+        return super().start()
+
+    def stop(self) -> None:
+        self.cdn.stop()
+        super().stop()
+
+    def repo(self, kind: str, repo_id: str) -> Repo | None:
+        return self.repos.get((kind, repo_id))
+
+
+class CDN(_Server):
+    """Serves the LFS files the hub redirects to, at another host name; counts leaked tokens."""
+
+    def __init__(self, hub: StandInHub, port: int = 0):
+        super().__init__("localhost", port)
+        self.hub = hub
+        self.leaked: list[str] = []  # paths that came with an Authorization header
+
+
+def _range(header: str | None, size: int) -> tuple[int, int] | None:
+    m = re.fullmatch(r"bytes=(\d+)-(\d*)", header or "")
+    if not m:
+        return None
+    a = int(m.group(1))
+    return a, min(int(m.group(2) or size - 1), size - 1)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, *a):  # quiet
+        pass
+
+    def do_HEAD(self):
+        self._dispatch(head=True)
+
+    def do_GET(self):
+        self._dispatch(head=False)
+
+    def do_POST(self):
+        self._dispatch(head=False)
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    def _dispatch(self, head: bool):
+        self.head = head
+        url = urlsplit(self.path)
+        self.query = parse_qs(url.query)
+        path = unquote(url.path)
+        entry = {
+            "method": self.command,
+            "path": path,
+            "range": self.headers.get("Range"),
+            "auth": bool(self.headers.get("Authorization")),
+        }
+        with self.server.lock:
+            self.server.seen.append(entry)
+        body = b""
+        if self.command == "POST":
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            if isinstance(self.server, CDN):
+                self._cdn(path)
+            else:
+                self._hub(path, body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _send(self, status: int, body: bytes = b"", headers: dict | None = None):
+        self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if not self.head:
+            self.wfile.write(body)
+
+    def _json(self, obj, status: int = 200, headers: dict | None = None):
+        self._send(status, json.dumps(obj).encode(), {"Content-Type": "application/json", **(headers or {})})
+
+    def _error(self, status: int, code: str, message: str):
+        self._json({"error": message}, status, {"X-Error-Code": code, "X-Error-Message": message})
+
+    def _bytes(self, data: bytes, headers: dict):
+        rng = _range(self.headers.get("Range"), len(data))
+        headers = {"Accept-Ranges": "bytes", **headers}
+        if rng is None:
+            return self._send(200, data, headers)
+        a, b = rng
+        if a >= len(data):
+            return self._send(416, b"", {"Content-Range": f"bytes */{len(data)}"})
+        self._send(206, data[a : b + 1], headers | {"Content-Range": f"bytes {a}-{b}/{len(data)}"})
+
+    # --- the CDN ------------------------------------------------------------------------
+
+    def _cdn(self, path: str):
+        cdn: CDN = self.server  # type: ignore[assignment]
+        if self.headers.get("Authorization"):
+            with cdn.lock:
+                cdn.leaked.append(path)
+        static = cdn.hub.root / "static" / path.lstrip("/")
+        if ".." not in path and static.is_file():
+            data = static.read_bytes()
+            return self._bytes(data, {"ETag": f'"{hashlib.sha256(data).hexdigest()}"'})
+        m = re.fullmatch(r"/(models|datasets)/(.+)/([0-9a-f]{40})/(.+)", path)
+        repo = m and cdn.hub.repo(m.group(1), m.group(2))
+        if not repo or m.group(3) != repo.sha or m.group(4) not in repo.files:
+            return self._send(404, b"not found")
+        self._bytes(repo.files[m.group(4)].read_bytes(), {"ETag": f'"{repo.etag(m.group(4))}"'})
+
+    # --- the hub ------------------------------------------------------------------------
+
+    def _hub(self, path: str, body: bytes):
+        hub: StandInHub = self.server  # type: ignore[assignment]
+        if path == "/api/agent-harnesses":  # huggingface_hub's user-agent registry, asked daily
+            return self._json({"standardEnvVars": [], "harnesses": {}})
+        api = re.fullmatch(r"/api/(models|datasets)/(.+?)(?:/(revision|tree|paths-info)/([^/]+)(/.*)?)?", path)
+        if api:
+            return self._api(hub, api.group(1), api.group(2), api.group(3), api.group(4), api.group(5), body)
+        res = re.fullmatch(r"/(?:(datasets)/)?(.+?)/resolve/([^/]+)/(.+)", path)
+        if res:
+            return self._resolve(
+                hub, "datasets" if res.group(1) else "models", res.group(2), res.group(3), res.group(4)
+            )
+        if hub.log_unknown:
+            print(f"stand-in hub: not served: {self.command} {self.path}", flush=True)
+        self._error(404, "EntryNotFound", f"not served by the stand-in hub: {path}")
+
+    def _revision(self, repo: Repo, rev: str | None) -> str | None:
+        rev = rev or "main"
+        return repo.sha if rev in ("main", repo.sha) else None
+
+    def _moved(self, hub: StandInHub, kind: str, repo_id: str) -> bool:
+        """A renamed model repo (bert-base-uncased -> google-bert/bert-base-uncased): 307 to the
+        same URL under the new id, as the hub answers."""
+        new = hub.aliases.get(repo_id) if kind == "models" else None
+        if new is None:
+            return False
+        location = re.sub(rf"/{re.escape(repo_id)}(?=[/?]|$)", f"/{new}", self.path, count=1)
+        self._send(307, b"", {"Location": location})
+        return True
+
+    def _api(self, hub: StandInHub, kind, repo_id, what, rev, sub, body):
+        repo = hub.repo(kind, repo_id)
+        if repo is None and self._moved(hub, kind, repo_id):
+            return
+        if repo is None:
+            return self._error(404, "RepoNotFound", f"Repository Not Found for url: {self.path}")
+        sha = self._revision(repo, rev)
+        if sha is None:
+            return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
+        if what in (None, "revision"):
+            return self._json(self._info(repo))
+        if what == "tree":
+            prefix = (sub or "").strip("/")
+            recursive = self.query.get("recursive", ["false"])[0].lower() == "true"
+            return self._json(self._tree(repo, prefix, recursive))
+        paths = _posted_paths(body, self.headers.get("Content-Type", ""))
+        return self._json([e for p in paths for e in self._tree(repo, p, False, exact=True)])
+
+    def _info(self, repo: Repo) -> dict:
+        info = {
+            "_id": repo.sha[:24],
+            "id": repo.repo_id,
+            "sha": repo.sha,
+            "private": False,
+            "gated": repo.gated,
+            "disabled": False,
+            "downloads": 0,
+            "likes": 0,
+            "tags": [],
+            "lastModified": "2024-01-01T00:00:00.000Z",
+            "createdAt": "2024-01-01T00:00:00.000Z",
+            "siblings": [{"rfilename": f} for f in sorted(repo.files)],
+        }
+        if repo.kind == "models":
+            info["modelId"] = repo.repo_id
+        else:
+            info["cardData"] = {}
+        return info
+
+    def _entry(self, repo: Repo, name: str) -> dict:
+        data = repo.files[name].read_bytes()
+        entry = {"type": "file", "oid": hashlib.sha1(data).hexdigest(), "size": len(data), "path": name}
+        if name.endswith(LFS_SUFFIXES):
+            entry["lfs"] = {"oid": repo.etag(name), "size": len(data), "pointerSize": 134}
+        return entry
+
+    def _tree(self, repo: Repo, prefix: str, recursive: bool, exact: bool = False) -> list[dict]:
+        if exact and prefix in repo.files:
+            return [self._entry(repo, prefix)]
+        base = f"{prefix}/" if prefix else ""
+        out, dirs = [], set()
+        for name in sorted(repo.files):
+            if not name.startswith(base):
+                continue
+            rest = name[len(base) :]
+            if "/" in rest and not recursive:
+                dirs.add(base + rest.split("/")[0])
+                continue
+            for i, _ in enumerate(rest.split("/")[:-1]):  # the folders on the way, when recursive
+                dirs.add(base + "/".join(rest.split("/")[: i + 1]))
+            out.append(self._entry(repo, name))
+        if exact:
+            return [{"type": "directory", "oid": repo.sha, "path": prefix}] if out or dirs else []
+        return [{"type": "directory", "oid": repo.sha, "path": d} for d in sorted(dirs)] + out
+
+    def _resolve(self, hub: StandInHub, kind, repo_id, rev, name):
+        repo = hub.repo(kind, repo_id)
+        if repo is None and self._moved(hub, kind, repo_id):
+            return
+        if repo is None:
+            return self._error(404, "RepoNotFound", f"Repository Not Found for url: {self.path}")
+        sha = self._revision(repo, rev)
+        if sha is None:
+            return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
+        if repo.gated:
+            auth = self.headers.get("Authorization")
+            if not auth:
+                return self._error(
+                    401,
+                    "GatedRepo",
+                    f"Access to model {repo_id} is restricted. You must have access to it and be "
+                    "authenticated to access it. Please log in.",
+                )
+            if auth != f"Bearer {TOKEN}":
+                return self._error(
+                    403, "GatedRepo", f"Access to model {repo_id} is restricted and you are not in the authorized list."
+                )
+        if name not in repo.files:
+            return self._error(404, "EntryNotFound", f"{name} does not exist on {rev}")
+        key = f"{kind}/{repo_id}/{name}"
+        with hub.lock:
+            hub.file_requests += 1
+            throttle = bool(hub.throttle) and hub.file_requests % hub.throttle == 0 and key not in hub.throttled
+            if throttle:
+                hub.throttled.add(key)
+        if throttle:
+            return self._json({"error": "Too Many Requests"}, 429, {"Retry-After": "1"})
+        headers = {"X-Repo-Commit": sha, "ETag": f'"{repo.etag(name)}"'}
+        if name.endswith(LFS_SUFFIXES):
+            size = repo.files[name].stat().st_size
+            location = f"{hub.cdn.url}/{kind}/{repo_id}/{sha}/{name}"
+            return self._send(
+                302, b"", headers | {"Location": location, "X-Linked-Size": str(size), "X-Linked-Etag": headers["ETag"]}
+            )
+        self._bytes(repo.files[name].read_bytes(), headers)
+
+
+def _posted_paths(body: bytes, content_type: str) -> list[str]:
+    if "json" in content_type:
+        paths = json.loads(body or b"{}").get("paths", [])
+    else:
+        paths = parse_qs(body.decode()).get("paths", [])
+    return [paths] if isinstance(paths, str) else list(paths)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
