@@ -156,19 +156,35 @@ def test_red_pajama_reads_the_listing_and_its_json_documents(tmp_path):
 
 
 def test_red_pajama_never_asks_for_a_loading_script(monkeypatch):
+    """The listing is read as a plain file (fsspec), the documents with the generic json loader:
+    no loading script, no trust_remote_code, and an unreachable site names --red-pajama-url."""
+    import io
+
+    import fsspec
+
     datasets = pytest.importorskip("datasets")
-    calls = []
+    opened, calls = [], []
 
     def load_dataset(path, *args, **kwargs):
         calls.append((path, kwargs))
         raise ConnectionError("offline")
 
+    def offline_open(url, *args, **kwargs):
+        opened.append(url)
+        raise ConnectionError("offline")
+
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    monkeypatch.setattr(fsspec, "open", offline_open)
     with pytest.raises(SourceUnavailable, match="--red-pajama-url"):
         next(corpus.documents("red_pajama"))
-    (path, kwargs), = calls  # fmt: skip
-    assert path == "text" and kwargs["streaming"] is True and "trust_remote_code" not in kwargs
-    assert kwargs["data_files"] == f"{corpus.RED_PAJAMA_URL}/listings/en-2023-14-head_middle.txt"
+    assert opened == [f"{corpus.RED_PAJAMA_URL}/listings/en-2023-14-head_middle.txt"] and calls == []
+
+    monkeypatch.setattr(fsspec, "open", lambda url, *a, **k: io.StringIO("2023-14/0000/en_head\n\n"))
+    with pytest.raises(SourceUnavailable, match="--red-pajama-url"):
+        next(corpus.documents("red_pajama"))
+    ((path, kwargs),) = calls
+    assert path == "json" and kwargs["streaming"] is True and "trust_remote_code" not in kwargs
+    assert kwargs["data_files"] == f"{corpus.RED_PAJAMA_URL}/documents/2023-14/0000/en_head.json.gz"
 
 
 # --- paragraphs and token files -----------------------------------------------------------
