@@ -102,6 +102,7 @@ def environment(workdir: Path, hub) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "WQK_", "TRANSFORMERS_"))}
     env.update(
         PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        PYTHONPATH=str(workdir / "workflow"),  # the jobs' `wqk` imports the copy's package, not the checkout's
         HF_ENDPOINT=hub.url,
         HF_TOKEN=TOKEN,
         HF_HOME=str(workdir / ".cache" / "hf"),

@@ -56,6 +56,15 @@ def test_every_figure_and_table_of_the_paper_config(rehearsal):
         for ext in ("csv", "md", "tex"):
             assert f"results/tables/{key}.{ext}" in outputs
     assert "results/validation/paper_comparison.csv" in outputs
+    # validation per model and per published layer, with the authors' method beside ours
+    import pandas as pd
+
+    cmp = pd.read_csv(rehearsal["dirs"][0] / "results" / "validation" / "paper_comparison.csv")
+    assert set(cmp["level"]) == {"model", "layer"}
+    assert cmp.loc[cmp["level"] == "model", "authors"].notna().mean() > 0.9
+    assert len(list((rehearsal["dirs"][0] / "results" / "scores_authors").glob("*.parquet"))) == len(
+        rehearsal["models"]
+    )
 
 
 def test_two_rehearsals_from_scratch_are_byte_identical(rehearsal):

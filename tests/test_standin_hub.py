@@ -125,6 +125,7 @@ def test_paper_tokenizer_and_corpora_through_the_stand_in(hub, tmp_path):
     vocab = json.loads((tok / "tokenizer.json").read_text())["model"]["vocab"]
     assert len(vocab) == 30522  # the real uncased WordPiece vocabulary
     where = ["--jigsaw-dir", str(hub.root / "kaggle" / "jigsaw"), "--red-pajama-url", red_pajama_url(hub)]
+    streams = {}
     for name in ("wikipedia", "red_pajama", "jigsaw"):
         out = tmp_path / f"{name}.npy"
         r = _wqk(["corpus", "--name", name, "--tokenizer", str(tok), *where, "--max-tokens", "5000", "--out", str(out)],
@@ -133,6 +134,10 @@ def test_paper_tokenizer_and_corpora_through_the_stand_in(hub, tmp_path):
         ids = np.load(out, mmap_mode="r")
         assert len(ids) == 5000 and ids.max() < len(vocab), name
         assert (np.asarray(ids) == vocab["[SEP]"]).sum() > 10, name  # paragraphs of real text
+        streams[name] = np.asarray(ids[:200])
+    # three corpora, three texts: runs on different datasets must not train on the same tokens
+    names = sorted(streams)
+    assert all(not np.array_equal(streams[a], streams[b]) for a in names for b in names if a < b)
 
 
 def test_red_pajama_listing_over_http_reads_the_documents(hub):

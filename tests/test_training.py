@@ -581,6 +581,70 @@ def test_symmetric_init_table_hand_case():
     assert row["final_loss_symmetric"] == 1.0
 
 
+def _curves(seeds, noise, effect=0.0, steps=1200, every=10):
+    """Loss curves: one shared decay, seed-specific noise; the symmetric runs lower by `effect`."""
+    rows = []
+    step = np.arange(every, steps + 1, every)
+    for init in ("default", "symmetric"):
+        for seed in seeds:
+            rng = np.random.default_rng(1000 * seed + (init == "symmetric"))
+            loss = (
+                2 + 3 * np.exp(-step / 300) + rng.normal(0, noise, len(step)) - (effect if init == "symmetric" else 0)
+            )
+            rows += [{"size": "s", "objective": "bidirectional", "dataset": "d", "init": init, "seed": seed,
+                      "step": int(a), "loss": float(b)} for a, b in zip(step, loss)]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_symmetric_init_two_noisy_copies_of_one_curve_save_nothing_beyond_seed_noise():
+    """The symmetric runs are the baseline's curve with other noise: one raw noisy log entry
+    would cross early, the averaged losses do not, and the spread over seeds says so."""
+    from wqk.tables import symmetric_init as t
+
+    losses = _curves(seeds=[0, 1, 2], noise=0.05)
+    row = t.build({"losses": losses}).iloc[0]
+    assert row["seeds"] == 3 and row["window_steps"] == 120
+    assert row["verdict"] == "within seed noise"
+    assert row["fraction_min"] <= row["noise_fraction_max"]
+    # the single-entry statistic of before (no averaging) is fooled by the same data
+    raw = t.steps_saved(
+        losses.query("init == 'default' and seed == 0"), losses.query("init == 'symmetric' and seed == 0")
+    )
+    assert raw[2] > row["fraction_max"] + 0.1
+
+
+def test_symmetric_init_a_real_effect_stands_out_from_seed_noise():
+    from wqk.tables import symmetric_init as t
+
+    row = t.build({"losses": _curves(seeds=[0, 1, 2], noise=0.05, effect=0.15)}).iloc[0]
+    assert row["verdict"] == "saving beyond seed noise"
+    assert row["fraction_min"] > row["noise_fraction_max"] and row["fraction_steps_saved"] > 0.2
+    one = t.build({"losses": _curves(seeds=[0], noise=0.05, effect=0.15)}).iloc[0]
+    assert one["verdict"] == "one seed: spread unknown" and np.isnan(one["fraction_sd"])
+
+    # with the runs' summary: the final step's median scores of each init, mean and sd over seeds
+    summary = pd.DataFrame([{"run": f"{init}-{seed}", "size": "s", "objective": "bidirectional", "dataset": "d",
+                             "init": init, "seed": seed, "step": step, "symmetry_median": v * (step / 100),
+                             "directionality_median": -v} for init, base in (("default", 0.2), ("symmetric", 0.6))
+                            for seed, v in enumerate((base, base + 0.1, base + 0.2)) for step in (0, 100)])  # fmt: skip
+    row = t.build({"losses": _curves(seeds=[0, 1, 2], noise=0.05), "summary": summary}).iloc[0]
+    assert row["final_symmetry_default"] == pytest.approx(0.3) and row["final_symmetry_symmetric"] == pytest.approx(0.7)
+    assert row["final_symmetry_default_sd"] == pytest.approx(0.1)
+    assert row["final_directionality_symmetric"] == pytest.approx(-0.7)
+
+
+def test_training_figures_with_several_seeds():
+    """Score figures draw the smallest seed of repeated runs; the loss figure one line per seed."""
+    from wqk.figures import _training, training_loss
+
+    losses = _curves(seeds=[0, 1, 2], noise=0.05)
+    first = _training.select(losses, init="all")
+    assert set(first["seed"]) == {0} and len(first) == len(losses) // 3
+    fig = training_loss.draw({"losses": losses})
+    lines = [line for ax in fig.axes for line in ax.get_lines()]
+    assert len(lines) == 6 and {line.get_linestyle() for line in lines} == {"-", "--"}
+
+
 def test_training_figures_render(tmp_path):
     from matplotlib.figure import Figure
 

@@ -125,6 +125,24 @@ def test_paper_dry_run_plans_every_catalogue_model(workdir):
     assert len(summary_cmd) == 1 and len(summary_cmd[0]) < 32_000, [len(c) for c in summary_cmd]
 
 
+def test_quickstart_trains_three_seeds_of_each_compared_init(workdir):
+    """training.comparison_seeds repeats the runs the symmetric-initialisation table compares
+    (the encoders); the decoder, trained under one init, runs once."""
+    r = snakemake(workdir, "-n", "--cores", "2", "--configfile", "config/quickstart.yaml")
+    assert r.returncode == 0, r.stderr[-3000:]
+    runs = sorted(w for rule, w in planned_jobs(r.stdout) if rule == "train")
+    encoders = [f"small-encoder-{init}-pydoc{s}" for init in ("default", "symmetric") for s in ("", "-s1", "-s2")]
+    assert runs == sorted(["run=small-decoder-default-pydoc", *(f"run={e}" for e in encoders)]), runs
+    seeds = {
+        m.group(2): int(m.group(1))
+        for line in r.stdout.splitlines()
+        if (m := re.search(r"wqk train .*--seed (\d+) .*--out results/training/runs/(\S+)", line))
+    }
+    suffixed = {run: int(m.group(1)) for run in seeds if (m := re.search(r"-s(\d+)$", run))}
+    assert len(seeds) == 7 and len(suffixed) == 4 and all(seeds[r] == s for r, s in suffixed.items()), seeds
+    assert seeds["small-encoder-symmetric-pydoc"] == seeds["small-decoder-default-pydoc"] == 0
+
+
 def _write_bad_config(workdir: Path, text_from: str, text_to: str) -> str:
     bad = workdir / "tests" / "config" / "bad.yaml"
     bad.write_text((workdir / TEST_CONFIG).read_text().replace(text_from, text_to, 1))

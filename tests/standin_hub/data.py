@@ -103,7 +103,7 @@ def write_red_pajama(static: Path, files: int = 3) -> None:
 def write_jigsaw(folder: Path) -> None:
     import pandas as pd
 
-    lines = play_paragraphs(2000)
+    lines = play_paragraphs(5000)[3000:]  # not RedPajama's paragraphs: two corpora, two token streams
     frame = pd.DataFrame({"id": [f"{i:016x}" for i in range(len(lines))], "comment_text": lines})
     for column in JIGSAW_COLUMNS[2:]:
         frame[column] = 0

@@ -47,11 +47,42 @@ rule aggregate:
         " --out-dir {params.out_dir} > {log} 2>&1"
 
 
+rule aggregate_authors:
+    """The aggregate of the authors' method's scores: what validation proves causes with."""
+    input:
+        scores=expand("results/scores_authors/{slug}.parquet", slug=SLUGS),
+        catalogue="results/catalogue.tsv",
+    output:
+        models="results/aggregate_authors/models.parquet",
+        models_csv="results/aggregate_authors/models.csv",
+        groups="results/aggregate_authors/groups.parquet",
+        groups_csv="results/aggregate_authors/groups.csv",
+        layers="results/aggregate_authors/layers.parquet",
+        heads="results/aggregate_authors/heads.parquet",
+    log:
+        "logs/aggregate_authors.log",
+    conda:
+        "../envs/wqk.yaml"
+    resources:
+        mem_mb=8000,
+        runtime=30,
+    params:
+        out_dir=subpath(output.models, parent=True),
+    shell:
+        "wqk aggregate --scores {input.scores} --catalogue {input.catalogue}"
+        " --out-dir {params.out_dir} > {log} 2>&1"
+
+
 rule validate:
-    """Ours against the paper's published medians, with the expected cause of each gap."""
+    """Ours against the paper's published medians, quartiles and layers at its precision, with
+    the expected cause of each gap."""
     input:
         models="results/aggregate/models.parquet",
+        layers="results/aggregate/layers.parquet",
+        authors_models="results/aggregate_authors/models.parquet",
+        authors_layers="results/aggregate_authors/layers.parquet",
         published=config["validation"]["published"],
+        published_layers=config["validation"]["published_layers"],
         paper_models=config["validation"]["paper_models"],
     output:
         "results/validation/paper_comparison.csv",
@@ -61,5 +92,7 @@ rule validate:
     conda:
         "../envs/wqk.yaml"
     shell:
-        "wqk validate --models {input.models} --published {input.published}"
-        " --paper-models {input.paper_models} --out {output} > {log} 2>&1"
+        "wqk validate --models {input.models} --layers {input.layers} --published {input.published}"
+        " --published-layers {input.published_layers} --paper-models {input.paper_models}"
+        " --authors-models {input.authors_models} --authors-layers {input.authors_layers}"
+        " --out {output} > {log} 2>&1"

@@ -69,22 +69,38 @@ check_training_datasets()
 
 
 def training_runs():
-    """Run name -> settings, from the grid sizes x objectives x inits x datasets."""
+    """Run name -> settings, from the grid sizes x objectives x inits x datasets; an objective
+    trained under several inits (the symmetric-initialisation comparison) once per seed of
+    training.comparison_seeds, each other run with training.seed. A run of another seed than
+    training.seed is named with the suffix -s<seed>."""
     if not config["activate"]["training"]:
         return {}
     if not TRAINING:
         raise WorkflowError(
             "activate: training is true but the config has no `training:` section"
         )
+    inits_of = {}
+    for init, objectives in TRAINING["inits"].items():
+        for objective in objectives:
+            inits_of.setdefault(objective, []).append(init)
+    base = TRAINING["seed"]
     runs = {}
     for size in TRAINING["sizes"]:
         for init, objectives in TRAINING["inits"].items():
             for objective in objectives:
+                compared = len(inits_of[objective]) > 1
+                seeds = TRAINING.get("comparison_seeds") or [base]
                 for dataset in TRAINING["datasets"]:
-                    name = f"{size}-{OBJECTIVE_SHORT[objective]}-{init}-{dataset}"
-                    runs[name] = dict(
-                        size=size, objective=objective, init=init, dataset=dataset
-                    )
+                    for seed in seeds if compared else [base]:
+                        name = f"{size}-{OBJECTIVE_SHORT[objective]}-{init}-{dataset}"
+                        name += "" if seed == base else f"-s{seed}"
+                        runs[name] = dict(
+                            size=size,
+                            objective=objective,
+                            init=init,
+                            dataset=dataset,
+                            seed=seed,
+                        )
     return dict(sorted(runs.items()))
 
 
@@ -188,7 +204,7 @@ def get_train_settings(wildcards):
         f"--intermediate {size['intermediate']} --seq-len {t['seq_len']}",
         f"--batch-size {t['batch_size']} --grad-accum {t['grad_accum']} --steps {t['steps']}",
         f"--lr {t['lr']} --warmup {t['warmup']} --weight-decay {t['weight_decay']}",
-        f"--save-every {t['save_every']} --log-every {t['log_every']} --seed {t['seed']}",
+        f"--save-every {t['save_every']} --log-every {t['log_every']} --seed {run['seed']}",
         f"--threads {t['threads']} --keep-checkpoints {t['keep_checkpoints']}",
     ]
     if t["fp16"]:

@@ -9,6 +9,13 @@ NULL_OUTPUT = (
     if config["activate"]["null_reference"]
     else {}
 )
+# With validation active, `score` also writes the scores of the authors' method (the
+# paper's code path, mistakes included: wqk.authors), which prove the errata.
+AUTHORS_OUTPUT = (
+    {"authors": "results/scores_authors/{slug}.parquet"}
+    if config["activate"]["validation"]
+    else {}
+)
 NULL_SEED = config["null_reference"]["seed"]
 
 
@@ -62,6 +69,7 @@ rule score:
         get_extract_input,
     output:
         **NULL_OUTPUT,
+        **AUTHORS_OUTPUT,
         scores="results/scores/{slug}.parquet",
         matrices="results/matrices/{slug}.parquet",
     log:
@@ -83,6 +91,9 @@ rule score:
         null=lambda wc, output: (
             f"--null-out {output.null} --null-seed {NULL_SEED}" if NULL_OUTPUT else ""
         ),
+        authors=lambda wc, output: (
+            f"--authors-out {output.authors}" if AUTHORS_OUTPUT else ""
+        ),
     shell:
         "wqk score {params.source:q} --name {params.name:q} {params.synthetic} --device {params.device}"
-        " --matrices-out {output.matrices} {params.null} --out {output.scores} > {log} 2>&1"
+        " --matrices-out {output.matrices} {params.null} {params.authors} --out {output.scores} > {log} 2>&1"

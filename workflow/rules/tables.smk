@@ -88,6 +88,7 @@ rule table_paper_comparison:
 rule table_symmetric_init:
     input:
         losses="results/training/losses.csv",
+        summary="results/training/summary.csv",
         module=module("tables", "symmetric_init"),
     output:
         table_outputs("symmetric_init"),
@@ -100,4 +101,5 @@ rule table_symmetric_init:
         prefix=subpath(output[0], strip_suffix=".csv"),
         opts=params_of("tables", "symmetric_init"),
     shell:
-        "wqk table symmetric_init --in losses={input.losses} {params.opts} --out {params.prefix} > {log} 2>&1"
+        "wqk table symmetric_init --in losses={input.losses} summary={input.summary} {params.opts}"
+        " --out {params.prefix} > {log} 2>&1"

@@ -34,6 +34,7 @@ def score(
     synthetic: bool = False,
     n_std: float = 2.0,
     progress: bool = True,
+    method: str = "exact",
 ) -> pd.DataFrame:
     """Symmetry and directionality of every attention head and layer of a model.
 
@@ -52,6 +53,10 @@ def score(
         n_std: the threshold of the directionality score (mean + n_std std of the norms).
         progress: a progress bar, drawn only on a terminal and never with
             ``HF_HUB_DISABLE_PROGRESS_BARS=1`` (see ``wqk.progress``).
+        method: ``"exact"`` (the correct scores), or ``"authors"``: what the paper
+            authors' code computed, mistakes included (``wqk.authors``), to prove the
+            paper's errata; not for matrices files. The DataFrame's ``attrs["method"]``
+            records ``"authors"``.
 
     Returns:
         The scores table, one row per layer (``scope == "layer"``, ``head`` null) and per
@@ -64,11 +69,16 @@ def score(
             a missing tensor; the message names the model, the file and the way out.
         TypeError: source is none of the above.
     """
+    if method not in ("exact", "authors"):
+        raise ValueError(f"method must be 'exact' or 'authors', not {method!r}")
+    authors = method == "authors"
     if isinstance(source, (str, os.PathLike)):
         text = os.fspath(source)
         if text.endswith(".parquet") and Path(text).is_file():
             if name is not None or synthetic:
                 raise ValueError(f"{text} is a matrices file: it records its own name and synthetic flag")
+            if authors:
+                raise ValueError(f"{text} is a matrices file: method 'authors' needs the checkpoint it came from")
             from .matrices import read_blocks
 
             items = read_blocks(Path(text))
@@ -76,16 +86,24 @@ def score(
             from .checkpoints import locate
 
             found = locate(text)  # starts the provenance hash of local weights, which runs while torch loads
-            from .adapters import open_source
+            if authors:
+                from .checkpoints import open_checkpoint
 
-            info, blocks = open_source(found, name, synthetic)
-            items = zip(itertools.repeat(info), blocks)
+                items = _authors_items(open_checkpoint(found), name, synthetic)
+            else:
+                from .adapters import open_source
+
+                info, blocks = open_source(found, name, synthetic)
+                items = zip(itertools.repeat(info), blocks)
     elif hasattr(source, "state_dict") and hasattr(getattr(source, "config", None), "to_dict"):
         from .adapters import model_blocks
         from .checkpoints.memory import open_model
 
-        info, blocks = model_blocks(open_model(source, name), synthetic=synthetic)
-        items = zip(itertools.repeat(info), blocks)
+        if authors:
+            items = _authors_items(open_model(source, name), None, synthetic)
+        else:
+            info, blocks = model_blocks(open_model(source, name), synthetic=synthetic)
+            items = zip(itertools.repeat(info), blocks)
     else:
         raise TypeError(
             f"wqk.score takes a source (hub id, folder, pypi:<package>, matrices .parquet) or a loaded "
@@ -93,4 +111,13 @@ def score(
         )
     from .score_table import score_stream
 
-    return score_stream(items, device=str(device), n_std=n_std, progress=progress)
+    return score_stream(items, device=str(device), n_std=n_std, progress=progress, method=method)
+
+
+def _authors_items(ckpt, name: str | None, synthetic: bool):
+    """(info, block) pairs of the authors' method (wqk.authors) on an opened checkpoint."""
+    from .adapters import model_blocks
+    from .authors import authors_blocks
+
+    info, blocks = model_blocks(ckpt, name, synthetic)
+    return zip(itertools.repeat(info), authors_blocks(ckpt, blocks))

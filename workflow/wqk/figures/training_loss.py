@@ -2,7 +2,7 @@
 
 data["losses"]: results/training/losses.csv, or the paper's wide symmetric_init_loss.csv.
 One panel per (size, dataset); default initialisation solid, symmetric dashed, in the
-objective's colour. Params objective (default bidirectional; "all" draws both), dataset,
+objective's colour; one line per seed (training.comparison_seeds). Params objective (default bidirectional; "all" draws both), dataset,
 size (default all), log_y.
 """
 
@@ -52,14 +52,17 @@ def draw(
                 no_data(ax, "no runs")
             for obj in objectives:
                 for init, ls in (("default", "-"), ("symmetric", "--")):
-                    gi = g[(g["init"] == init) & (g["objective"] == obj)].sort_values("step")
-                    if not gi.empty:
+                    gi = g[(g["init"] == init) & (g["objective"] == obj)]
+                    seeds = gi.groupby("seed", sort=True) if "seed" in gi.columns else [(0, gi)]
+                    for n, (_, gs) in enumerate(seeds):
+                        gs = gs.sort_values("step")
                         ax.plot(
-                            gi["step"],
-                            gi["loss"],
+                            gs["step"],
+                            gs["loss"],
                             color=colour(obj),
                             ls=ls,
-                            label=f"{NAMES.get(obj, obj)}, {init} init",
+                            lw=1.0 if n == 0 else 0.6,
+                            label=f"{NAMES.get(obj, obj)}, {init} init" if n == 0 else None,
                         )
         for ax in flat[len(panels) :]:
             ax.set_visible(False)

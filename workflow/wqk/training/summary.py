@@ -26,7 +26,7 @@ from ..atomic import atomic_path
 from ..contracts import SELF_STACKS, quartiles  # a causal BERT's layers are "decoder"
 from ..errors import WqkError
 
-META = ["run", "size", "objective", "init", "dataset"]
+META = ["run", "size", "objective", "init", "dataset", "seed"]
 _WHERE = re.compile(r"(?:^|/)(?P<run>[^/]+)/(?:checkpoints/)?step-(?P<step>\d+)")
 
 
@@ -37,7 +37,7 @@ def run_meta(run_dir: str | os.PathLike) -> dict:
     rec = json.loads(path.read_text())
     return {
         "run": rec.get("run") or Path(run_dir).name,
-        **{k: rec[k] for k in META[1:]},
+        **{k: rec.get(k, 0) if k == "seed" else rec[k] for k in META[1:]},
     }
 
 

@@ -1,0 +1,111 @@
+"""`--method authors`: what the paper authors' published code computed, mistakes included.
+
+It exists to prove the paper's errata: where the published numbers differ from ours, the
+authors' method on the same weights must reproduce them. It is a transformation of the
+exact block stream (plus, for the four fused-qkv types, a re-read of the fused weight) and
+one metrics option (directionality 0 where ours is NaN). The authors' code
+(matteosaponati/attention-geometry, utils/funs.py get_M_fullmodel/get_M_shard, utils/scores.py)
+forms one d x d M per layer, for layers in range(config.num_hidden_layers):
+
+a. Grouped-query attention: Wk.view(d, dh, n_kv).repeat_interleave(H // n_kv, 0).view(d, d)
+   tiles the key heads: query head h meets key head h mod n_kv (not h // group). Here the
+   key heads are tiled explicitly, so K holds one key head per query head (the n_kv_heads
+   column then reads n_heads): per head M_h = Q_h K_(h mod n_kv)^T, per layer their sum.
+b, c. GPT-NeoX, DeBERTa v1, ModernBERT and Phi-3 go through one branch: Wq = W[:d, :],
+   Wk = W[d:2d, :] of the fused [3d, d] nn.Linear weight (out, in), NOT transposed, and
+   M = Wq @ Wk.T. For GPT-NeoX and DeBERTa v1 the slices are wrong (rows interleaved per
+   head: [q_h k_h v_h]); for all four the transpose is missing: the right form is
+   W_q^T W_k, on the input (embedding) space, and M = W_q W_k^T is a d x d form on the
+   OUTPUT space (rows and columns index the q and k output features). It is well defined
+   because each slice has d rows. As blocks, the factors are Q = Wq and K = Wk themselves
+   ([d_out, d_in]), with "heads" the column blocks of dh input features (as the authors'
+   code slices its Wq elsewhere): q[h] = Wq[:, h*dh:(h+1)*dh], so sum_h M_h = Wq Wk^T.
+   Per-head rows of these four types mean no more than that.
+d. Layer counts from num_hidden_layers: GIT's is the text stack's, so image-encoder layers
+   >= num_hidden_layers are dropped. SpeechT5's config.json has no num_hidden_layers; the
+   authors' scored 5 decoder layers of 6 on all three checkpoints, the value of
+   speech_decoder_postnet_layers (models.csv: num_hidden_layers aliased to it in their
+   transformers; today's alias, encoder_layers = 12, would have run past the 6 layers), so
+   decoder layers >= speech_decoder_postnet_layers are dropped. Dropped, never aliased:
+   the kept layers keep their numbers.
+e. MusicGen: the "decoder" read encoder_attn: the cross-attention blocks become stack
+   "decoder" and the decoder self-attention is dropped.
+f. Mllama: only vision_model.transformer.layers (the local layers, numbered first by the
+   adapter) are read: encoder layers >= vision_config.num_hidden_layers (the global ones)
+   are dropped.
+g. Directionality: `if denom_excess == 0: score = 0.0`, so 0 also where ours is NaN
+   (M = 0, or non-finite weights, whose NaN threshold nothing exceeds): metrics'
+   zero_directionality, applied by score_table for method "authors".
+Everything else (separate q/k projections transposed, per-layer sum over heads) is what
+the exact method computes. Matrices files carry neither the config nor the fused weights:
+the authors' method needs the checkpoint.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from .blocks import AttentionBlock
+from .checkpoints import Checkpoint
+
+# model_type -> (stack, fused weight template, prefixes), as the exact adapters read them
+FUSED = {
+    "gpt_neox": ("decoder", "layers.{i}.attention.query_key_value.weight", ("gpt_neox.", "model.", "")),
+    "deberta": ("encoder", "encoder.layer.{i}.attention.self.in_proj.weight", ("deberta.", "")),
+    "modernbert": ("encoder", "layers.{i}.attn.Wqkv.weight", ("model.", "")),
+    "phi3": ("decoder", "layers.{i}.self_attn.qkv_proj.weight", ("model.", "")),
+}
+MUSICGEN = ("musicgen", "musicgen_decoder")
+
+
+def authors_blocks(ckpt: Checkpoint, blocks: Iterable[AttentionBlock]) -> Iterator[AttentionBlock]:
+    """The blocks the authors' code would have scored, from a checkpoint and its exact blocks."""
+    mt = ckpt.model_type
+    if mt in FUSED:
+        yield from _fused_blocks(ckpt, *FUSED[mt])
+        return
+    limits = _layer_limits(ckpt)
+    for b in blocks:
+        if mt in MUSICGEN:
+            if b.stack == "decoder":
+                continue
+            if b.stack == "cross":
+                b = AttentionBlock("decoder", b.layer, b.q, b.k)
+        if b.layer >= limits.get(b.stack, b.layer + 1):
+            continue
+        yield _tiled(b)
+
+
+def _tiled(b: AttentionBlock) -> AttentionBlock:
+    """Key head h mod n_kv for query head h, as one key head per query head."""
+    if 1 < b.n_kv_heads < b.n_heads:
+        return AttentionBlock(b.stack, b.layer, b.q, b.k.repeat(b.group_size, 1, 1))
+    return b  # h mod n_kv = h // group when n_kv is 1 or n_heads
+
+
+def _layer_limits(ckpt: Checkpoint) -> dict[str, int]:
+    """stack -> the number of layers the authors' range(num_hidden_layers) covered."""
+    from .adapters.common import config_get
+
+    if ckpt.model_type == "git":
+        return {"encoder": int(config_get(ckpt, "num_hidden_layers"))}
+    if ckpt.model_type == "speecht5":
+        return {"decoder": int(config_get(ckpt, "speech_decoder_postnet_layers", default=5))}
+    if ckpt.model_type == "mllama":  # the authors' config: a default LlamaConfig, 32 layers
+        return {"encoder": int(config_get(ckpt, "vision_config.num_hidden_layers", default=32))}
+    return {}
+
+
+def _fused_blocks(ckpt: Checkpoint, stack: str, template: str, prefixes) -> Iterator[AttentionBlock]:
+    """The authors' gpt-neox branch: M = W[:d] @ W[d:2d].T of each layer's fused weight."""
+    from .adapters.common import config_get, find_prefix, layer_indices, linear_heads, template_regex
+
+    heads = int(config_get(ckpt, "num_attention_heads"))
+    probe = template_regex(template)
+    prefix = find_prefix(ckpt, prefixes, probe)
+    for i in layer_indices(ckpt, re.escape(prefix) + probe):
+        w = ckpt.store.get(prefix + template.format(i=i))
+        d = w.shape[1]
+        # linear_heads(x, H) splits the ROWS of x into heads: given Wq^T, the columns of Wq
+        yield AttentionBlock(stack, i, linear_heads(w[:d].T, heads), linear_heads(w[d : 2 * d].T, heads))
