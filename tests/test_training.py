@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -643,6 +644,41 @@ def test_training_figures_with_several_seeds():
     fig = training_loss.draw({"losses": losses})
     lines = [line for ax in fig.axes for line in ax.get_lines()]
     assert len(lines) == 6 and {line.get_linestyle() for line in lines} == {"-", "--"}
+
+
+def test_training_comparison_with_the_paper_curves():
+    """Runs whose final scores are the paper's agree in sign and order; a decoder made
+    symmetric does not; sizes without a published counterpart are left out."""
+    from wqk.tables import training_comparison as t
+
+    published = pd.read_csv(PAPER / "training_curves.csv")
+    rows = []
+    for file, g in published.groupby("file"):
+        model, kind, dataset = re.fullmatch(r"(bert(?:-small)?)-(encoder|decoder)-(\w+)\.pkl", file).groups()
+        size = {"bert": "base", "bert-small": "mini"}[model]
+        for _, r in g.iterrows():
+            rows.append({"run": file, "size": size, "objective": t.OBJECTIVES[kind], "init": "default",
+                         "dataset": dataset, "seed": 0, "step": int(r["checkpoint_step"]) // 100,
+                         **{f"{m}_{q}": r[f"{m}_{q}"] for m in t.METRICS for q in ("median", "q25", "q75")}})  # fmt: skip
+    summary = pd.DataFrame(rows)
+    table = t.build({"summary": summary, "published": published})
+    assert len(table) == 2 * 3 * 2 and table["signs_agree"].all() and table["order_agrees"].all()
+    assert (table["ours_step"] == 2000).all()
+    last = summary["step"] == summary["step"].max()
+    flipped = summary.copy()
+    flipped.loc[last & (flipped["objective"] == "autoregressive"), "symmetry_median"] = 0.9
+    table = t.build({"summary": flipped, "published": published}).set_index(["size", "dataset", "metric"])
+    assert not table.loc[("base", "wikipedia", "symmetry"), "order_agrees"]
+    assert table.xs("directionality", level="metric")["order_agrees"].all()
+    other = summary.assign(size="small")
+    assert t.build({"summary": other, "published": published}).empty
+
+    # the figure overlays the paper's curve of each run, its steps scaled to the run's length
+    from wqk.figures import training_scores
+
+    fig = training_scores.draw({"summary": summary, "published": published}, dataset="wikipedia", size="base")
+    paper_lines = [line for line in fig.axes[0].get_lines() if line.get_linestyle() == ":"]
+    assert len(paper_lines) == 2 and max(paper_lines[0].get_xdata()) == summary["step"].max()
 
 
 def test_training_figures_render(tmp_path):

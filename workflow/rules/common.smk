@@ -308,6 +308,8 @@ def get_tables():
         tables += ["paper_comparison", "errata"]
     if RUNS and {"default", "symmetric"} <= set(TRAINING["inits"]):
         tables.append("symmetric_init")
+    if RUNS and config["activate"]["validation"]:
+        tables.append("training_comparison")
     return tables
 
 

@@ -126,8 +126,17 @@ rule figure_depth_profile:
         " {params.opts} --out {output.pdf} > {log} 2>&1"
 
 
+# With validation active, the training-score figures overlay the paper's published curves.
+PAPER_CURVES = (
+    {"published": config["validation"]["training_curves"]}
+    if config["activate"]["validation"]
+    else {}
+)
+
+
 rule figure_training_scores:
     input:
+        **PAPER_CURVES,
         summary="results/training/summary.csv",
         module=module("figures", "training_scores"),
     output:
@@ -145,8 +154,11 @@ rule figure_training_scores:
         "../envs/wqk.yaml"
     params:
         opts=lambda wc: params_of("figures", "training_scores", dataset=wc.dataset),
+        published=lambda wc, input: (
+            f"published={input.published}" if PAPER_CURVES else ""
+        ),
     shell:
-        "wqk figure training_scores --in summary={input.summary}"
+        "wqk figure training_scores --in summary={input.summary} {params.published}"
         " {params.opts} --out {output.pdf} > {log} 2>&1"
 
 

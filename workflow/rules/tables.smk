@@ -103,3 +103,23 @@ rule table_symmetric_init:
     shell:
         "wqk table symmetric_init --in losses={input.losses} summary={input.summary} {params.opts}"
         " --out {params.prefix} > {log} 2>&1"
+
+
+rule table_training_comparison:
+    input:
+        summary="results/training/summary.csv",
+        published=config["validation"]["training_curves"],
+        module=module("tables", "training_comparison"),
+    output:
+        table_outputs("training_comparison"),
+    log:
+        "logs/tables/training_comparison.log",
+    localrule: True
+    conda:
+        "../envs/wqk.yaml"
+    params:
+        prefix=subpath(output[0], strip_suffix=".csv"),
+        opts=params_of("tables", "training_comparison"),
+    shell:
+        "wqk table training_comparison --in summary={input.summary} published={input.published}"
+        " {params.opts} --out {params.prefix} > {log} 2>&1"

@@ -4,10 +4,14 @@ data["summary"]: results/training/summary.csv. Per objective (encoder navy, deco
 the median over layers as a line with the interquartile band. One figure per dataset
 (param dataset, needed when the summary holds several); params init (default "default"),
 size (default: all sizes, told apart by line style).
+data["published"] (optional): the paper's training_curves.csv; its median curve of each run
+shown here (the paper's "bert" = our base, "bert-small" = our mini) is overlaid as a thin
+dotted line, its steps scaled to our run's length (the paper trained 200,000 steps).
 """
 
 from __future__ import annotations
 
+from ..tables.training_comparison import OBJECTIVES, PAPER_FILE, SIZES
 from . import DOUBLE, OBJECTIVE_ORDER, colour, new_figure, no_data, score_axis, style
 from ._training import NAMES, select, title
 
@@ -48,7 +52,29 @@ def draw(data: dict, dataset=None, init="default", size=None, width=DOUBLE, heig
                         alpha=0.2,
                         lw=0,
                     )
+                    paper = _paper_curve(data.get("published"), s, g["dataset"].iloc[0], objective)
+                    if paper is not None:
+                        scale = g["step"].max() / paper["checkpoint_step"].max()
+                        ax.plot(paper["checkpoint_step"] * scale, paper[f"{metric}_median"], color=c, ls=":",
+                                lw=0.8, label=f"paper, {name} (steps scaled)")  # fmt: skip
         handles, labels = axes[0][0].get_legend_handles_labels()
         if handles:
             fig.legend(handles, labels, loc="outside lower center", ncols=min(len(handles), 4))
     return fig
+
+
+def load(key: str, path, **_):
+    import pandas as pd
+
+    return pd.read_csv(path)
+
+
+def _paper_curve(published, size: str, dataset: str, objective: str):
+    """The paper's median curve of one of our runs (None without one)."""
+    if published is None:
+        return None
+    for file, g in published.groupby("file"):
+        m = PAPER_FILE.fullmatch(str(file))
+        if m and SIZES.get(m["model"]) == size and m["dataset"] == str(dataset) and OBJECTIVES[m["kind"]] == objective:
+            return g.sort_values("checkpoint_step")
+    return None
