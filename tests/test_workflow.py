@@ -219,7 +219,13 @@ def test_end_to_end_outputs(finished):
         assert col in models.columns
     assert set(models["model"]) >= {"sentence-transformers/all-MiniLM-L6-v2", "openai/whisper-tiny.en"}
     summary = pd.read_csv(finished / "results" / "training" / "summary.csv")
-    assert set(summary["step"]) == {0, 10, 20} and summary["run"].nunique() == 2
+    assert set(summary["step"]) == {0, 10, 20} and summary["run"].nunique() == 5
+    assert sorted(summary.loc[summary["init"] == "symmetric", "seed"].unique()) == [0, 1]
+    # the symmetric-init table: one row per compared setting, over both seeds, with a verdict
+    sym = pd.read_csv(finished / "results" / "tables" / "symmetric_init.csv")
+    assert len(sym) == 1 and sym["seeds"].iloc[0] == 2
+    assert sym["verdict"].iloc[0] in ("saving beyond seed noise", "within seed noise")
+    assert {"fraction_sd", "noise_fraction_max", "final_symmetry_symmetric_sd"} <= set(sym.columns)
     # every run scored its saved steps itself and kept only its last checkpoint
     for run in summary["run"].unique():
         folder = finished / "results" / "training" / "runs" / run
