@@ -165,6 +165,9 @@ def test_profile_files_identical_and_valid():
     assert (TEST_PROFILE / "config.yaml").read_text() == (TEST_PROFILE / "profile.yaml").read_text()
     profile = yaml.safe_load(text)
     assert profile["executor"] == "slurm"
+    # downloads are capped as in the default profile (rule fetch asks for hub_downloads=1)
+    local = yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text())
+    assert profile["resources"]["hub_downloads"] == local["resources"]["hub_downloads"] == 4
     default = profile["default-resources"]
     validate_slurm_extra(Job(default))
     assert set_gres_string(Job(default)) == ""
