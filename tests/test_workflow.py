@@ -315,11 +315,13 @@ def test_report_carries_the_comparison_and_errata_tables(finished, tmp_path):
     with zipfile.ZipFile(wd / "report.zip") as z:
         names = z.namelist()
         html = next(z.read(n).decode() for n in names if n.endswith("/report.html"))
-    for table in ("paper_comparison.csv", "errata.csv"):
+    for table in ("paper_comparison.csv", "errata.csv", "scores_all.csv", "symmetric_init.csv",
+                  "training_comparison.csv"):  # fmt: skip
         assert any(n.endswith(f"/{table}") for n in names), (table, names)
     assert "Comparison with the paper" in html  # their category
     assert "Errata: the published medians" in html  # workflow/report/errata.rst
     assert "Our median over layers against the paper" in html  # workflow/report/paper_comparison.rst
+    assert "Symmetric initialisation (W_q = W_k at step 0) of the encoders" in html  # report/symmetric_init.rst
     assert sum(n.endswith(".png") for n in names) == 9  # and every figure, as before
 
 

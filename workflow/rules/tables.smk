@@ -24,7 +24,13 @@ rule table_scores_all:
         models="results/aggregate/models.parquet",
         module=module("tables", "scores_all"),
     output:
-        table_outputs("scores_all"),
+        csv=report(
+            "results/tables/scores_all.csv",
+            caption="../report/scores_all.rst",
+            category="Scores",
+        ),
+        md="results/tables/scores_all.md",
+        tex="results/tables/scores_all.tex",
     log:
         "logs/tables/scores_all.log",
     localrule: True
@@ -91,7 +97,13 @@ rule table_symmetric_init:
         summary="results/training/summary.csv",
         module=module("tables", "symmetric_init"),
     output:
-        table_outputs("symmetric_init"),
+        csv=report(
+            "results/tables/symmetric_init.csv",
+            caption="../report/symmetric_init.rst",
+            category="Training",
+        ),
+        md="results/tables/symmetric_init.md",
+        tex="results/tables/symmetric_init.tex",
     log:
         "logs/tables/symmetric_init.log",
     localrule: True
@@ -111,7 +123,13 @@ rule table_training_comparison:
         published=config["validation"]["training_curves"],
         module=module("tables", "training_comparison"),
     output:
-        table_outputs("training_comparison"),
+        csv=report(
+            "results/tables/training_comparison.csv",
+            caption="../report/training_comparison.rst",
+            category="Training",
+        ),
+        md="results/tables/training_comparison.md",
+        tex="results/tables/training_comparison.tex",
     log:
         "logs/tables/training_comparison.log",
     localrule: True
