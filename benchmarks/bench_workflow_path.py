@@ -7,15 +7,15 @@ On the LLaMA-shaped float32 checkpoint of bench_score_llama.py (built once under
 own process and interleaved:
 
 score:     `wqk score CKPT --out S --device cpu`, the command line on its own;
-workflow:  the per-model commands of workflow/rules/models.smk as its rules run them
-           (after fetch or tiny: one `wqk score` that also writes the matrices file and
-           the null reference);
+workflow:  the per-model commands of workflow/rules/models.smk as its rules run them for the
+           paper config (after fetch or tiny: one `wqk score` that also writes the matrices
+           file, the null reference and, validation being on, the authors' method's scores);
 null:      `wqk null` as a job of its own (not on the workflow path: the comparison that
            put the null into the scoring job).
 
 Prints best and median wall time and peak RSS (wait4) of each, the workflow/score ratio,
-the null's share (its time inside the workflow's command, from that command's timing
-line, over the score wall time), and the matrices file size over the checkpoint's q/k
+the null's and the authors' method's shares (their time inside the workflow's command, from
+that command's timing line, over the score wall time), and the matrices file size over the checkpoint's q/k
 bytes. On a shared machine the best run is the steadier estimate.
 """
 
@@ -42,11 +42,12 @@ WQK = [sys.executable, "-m", "wqk.cli"]
 
 def workflow_commands(source: Path, results: Path, name: str) -> list[list[str]]:
     """The shell commands of models.smk's per-model rules after fetch/tiny, for one model
-    (device cpu, null reference on, seed 0)."""
+    (device cpu, null reference and validation on, seed 0)."""
     return [
         [*WQK, "score", str(source), "--name", name, "--device", "cpu",
          "--matrices-out", str(results / "matrices.parquet"),
          "--null-out", str(results / "null.parquet"), "--null-seed", "0",
+         "--authors-out", str(results / "authors.parquet"),
          "--out", str(results / "scores.parquet")],
     ]  # fmt: skip
 
@@ -136,7 +137,7 @@ def main():
     score_cmd = [*WQK, "score", str(folder), "--out", str(alone), "--device", "cpu"]
     null_cmd = [*WQK, "null", "--scores", str(alone), "--out", str(a.workdir / "null-alone.parquet")]
     runs: dict[str, list[tuple[float, float]]] = {"score": [], "workflow": [], "null": []}
-    null_share, write_s = [], []
+    null_share, authors_share, write_s = [], [], []
     for _ in range(a.repeats):  # interleaved, so that background load hits all alike
         runs["score"].append(measure(score_cmd)[:2])
         walls, peaks = [], []
@@ -146,6 +147,8 @@ def main():
             peaks.append(peak)
             if m := re.search(r"null reference in ([\d.]+) s", err):
                 null_share.append(float(m.group(1)))
+            if m := re.search(r"the authors' method in ([\d.]+) s", err):
+                authors_share.append(float(m.group(1)))
             if m := re.search(r"written alongside in ([\d.]+) s", err):
                 write_s.append(float(m.group(1)))
         runs["workflow"].append((sum(walls), max(peaks)))
@@ -165,6 +168,8 @@ def main():
     print(f"null / score: {min(null_share) / sb:.2f} best, {np.median(null_share) / sm:.2f} median "
           f"(null inside the workflow's job: {', '.join(f'{x:.2f}' for x in null_share)} s); "
           f"as a job of its own it would be {nb / sb:.2f} (wqk null alone, best)")  # fmt: skip
+    print(f"authors' method / score: {min(authors_share) / sb:.2f} best, {np.median(authors_share) / sm:.2f} median "
+          f"(inside the workflow's job: {', '.join(f'{x:.2f}' for x in authors_share)} s)")  # fmt: skip
     print(f"matrices written alongside scoring (writer thread wall time): {', '.join(f'{x:.2f}' for x in write_s)} s")
     m_bytes, qk = (results / "matrices.parquet").stat().st_size, qk_bytes(folder / "model.safetensors")
     print(f"matrices file / checkpoint q/k bytes: {m_bytes / 1e6:.1f} MB / {qk / 1e6:.1f} MB = {m_bytes / qk:.3f}")

@@ -13,7 +13,6 @@ caches (WQK_CACHE, HF_HOME) live in the work folder, so nothing touches the real
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
 import os
 import re
@@ -31,6 +30,7 @@ sys.path.insert(0, str(TESTS))
 
 from standin_hub import TOKEN, build, red_pajama_url, start  # noqa: E402
 from standin_hub.paper_repos import SPECS_BY_ID  # noqa: E402
+from wqk.catalogue import load_catalogue, write_catalogue  # noqa: E402
 
 BIN = Path(sys.executable).parent
 PAPER_CONFIG = ROOT / "config" / "config.yaml"
@@ -57,9 +57,13 @@ def merge(base: dict, over: dict) -> dict:
     return out
 
 
+def rehearsal_config() -> dict:
+    """config/config.yaml with tests/config/rehearsal.yaml merged over it."""
+    return merge(yaml.safe_load(PAPER_CONFIG.read_text()), yaml.safe_load(OVERLAY.read_text()))
+
+
 def paper_models() -> list[dict]:
-    with open(ROOT / "config" / "catalogue" / "paper.tsv", newline="") as f:
-        return list(csv.DictReader((line for line in f if not line.startswith("#")), delimiter="\t"))
+    return load_catalogue(ROOT / "config" / "catalogue" / "paper.tsv")
 
 
 def sample_models(config: dict) -> list[str]:
@@ -69,8 +73,7 @@ def sample_models(config: dict) -> list[str]:
     chosen, types = [], set()
     for row in paper_models():
         spec = SPECS_BY_ID[row["model_id"]]
-        slug = row["slug"] or row["model_id"].lower().replace("/", "--")
-        if spec.model_type not in types or slug in slugs:
+        if spec.model_type not in types or row["slug"] in slugs:
             types.add(spec.model_type)
             chosen.append(row["model_id"])
     for extra in ("openai/whisper-large-v3", "meta-llama/Llama-3.1-8B", "google-t5/t5-11b"):
@@ -80,17 +83,14 @@ def sample_models(config: dict) -> list[str]:
 
 
 def write_config(workdir: Path, hub, hub_root: Path, sample: bool) -> Path:
-    config = merge(yaml.safe_load(PAPER_CONFIG.read_text()), yaml.safe_load(OVERLAY.read_text()))
+    config = rehearsal_config()
     config["training"]["jigsaw_dir"] = str(hub_root / "kaggle" / "jigsaw")
     config["training"]["red_pajama_url"] = red_pajama_url(hub)
     if sample:
         keep = set(sample_models(config))
         rows = [r for r in paper_models() if r["model_id"] in keep]
         catalogue = workdir / "config" / "catalogue" / "rehearsal-sample.tsv"
-        with open(catalogue, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t", lineterminator="\n")
-            w.writeheader()
-            w.writerows(rows)
+        write_catalogue(rows, catalogue)
         config["catalogue"] = str(catalogue.relative_to(workdir))
         config["training"]["sizes"] = {k: config["training"]["sizes"][k] for k in SAMPLE_SIZES}
     out = workdir / "rehearsal-config.yaml"
@@ -144,8 +144,7 @@ def main(argv=None) -> int:
     shutil.rmtree(a.workdir, ignore_errors=True)
     hub_root = a.workdir / "standin-hub"
     t0 = time.perf_counter()
-    config = merge(yaml.safe_load(PAPER_CONFIG.read_text()), yaml.safe_load(OVERLAY.read_text()))
-    build(hub_root, sample_models(config) if a.sample else None)
+    build(hub_root, sample_models(rehearsal_config()) if a.sample else None)
     print(f"stand-in hub built in {time.perf_counter() - t0:.0f} s: {hub_root}", flush=True)
     hub = start(hub_root, throttle=a.throttle)
     try:

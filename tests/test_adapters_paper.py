@@ -501,27 +501,7 @@ def test_adapter_logits_match_model(model_type, observed_cases):
 
 
 def _sam_build():
-    model = tf.SamModel(
-        tf.SamConfig(
-            vision_config=dict(
-                hidden_size=32,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                mlp_dim=37,
-                image_size=64,
-                patch_size=8,
-                output_channels=16,
-                window_size=4,
-                global_attn_indexes=[1],
-                num_pos_feats=8,
-            ),
-            prompt_encoder_config=dict(hidden_size=16, image_size=64, patch_size=8, mask_input_channels=4),
-            mask_decoder_config=dict(
-                hidden_size=16, num_hidden_layers=2, num_attention_heads=2, mlp_dim=32, iou_head_hidden_dim=16
-            ),
-            attn_implementation="eager",
-        )
-    )
+    model = _m(tf.SamModel, "sam")()
     with torch.no_grad():  # the default patch embedding is ~1e-5 in scale: make the logits testable
         model.vision_encoder.patch_embed.projection.weight.normal_(0, 0.1, generator=torch.Generator().manual_seed(5))
     return model

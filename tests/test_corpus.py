@@ -7,7 +7,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,6 +16,7 @@ import numpy as np
 import pytest
 import yaml
 
+from rehearse import copy_workflow
 from wqk.errors import SourceUnavailable, WqkError
 from wqk.training import corpus, tokenizer
 from wqk.training.train import TrainConfig, batch_of, chunk, load_tokens, train
@@ -75,18 +75,9 @@ def test_every_name_has_a_source_and_the_commands_accept_them():
         corpus.documents("redpajama")
 
 
-def _copy_workflow(dest: Path) -> Path:
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".snakemake")
-    shutil.copy2(ROOT / "Snakefile", dest / "Snakefile")
-    for folder in ("profiles", "workflow", "config"):
-        shutil.copytree(ROOT / folder, dest / folder, ignore=ignore)
-    shutil.copytree(ROOT / "tests" / "config", dest / "tests" / "config", ignore=ignore)
-    return dest
-
-
 @pytest.mark.slow
 def test_unknown_dataset_stops_snakemake_naming_the_key_and_the_names(tmp_path):
-    wf = _copy_workflow(tmp_path)
+    wf = copy_workflow(tmp_path)
     text = (wf / "tests" / "config" / "test.yaml").read_text()
     assert "datasets: [pydoc]" in text
     (wf / "tests" / "config" / "bad.yaml").write_text(text.replace("datasets: [pydoc]", "datasets: [pydoc, redpajama]"))

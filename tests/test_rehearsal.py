@@ -10,7 +10,6 @@ import re
 import shutil
 
 import pytest
-import yaml
 
 import rehearse
 from standin_hub import build, start
@@ -21,9 +20,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def rehearsal(tmp_path_factory):
     base = tmp_path_factory.mktemp("rehearsal")
-    config = rehearse.merge(
-        yaml.safe_load(rehearse.PAPER_CONFIG.read_text()), yaml.safe_load(rehearse.OVERLAY.read_text())
-    )
+    config = rehearse.rehearsal_config()
     models = rehearse.sample_models(config)
     hub_root = build(base / "standin-hub", models)
     hub = start(hub_root, throttle=25, log_unknown=False)

@@ -4,7 +4,6 @@ runs against it in tests/test_rehearsal.py."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -17,6 +16,7 @@ from safetensors import safe_open
 import wqk
 from standin_hub import TOKEN, build, hub_ids, red_pajama_url, start
 from standin_hub.paper_repos import SPECS_BY_ID, write_repo
+from wqk.catalogue import load_catalogue
 from wqk.checkpoints.hub import fetch_hub
 from wqk.errors import SourceUnavailable
 from wqk.training import corpus
@@ -32,8 +32,7 @@ SUBSET = [
 
 
 def paper_rows() -> list[dict]:
-    with open(PAPER, newline="") as f:
-        return list(csv.DictReader((line for line in f if not line.startswith("#")), delimiter="\t"))
+    return load_catalogue(PAPER)
 
 
 @pytest.fixture(scope="module")

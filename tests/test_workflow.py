@@ -21,24 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from rehearse import copy_workflow
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 SNAKEMAKE = str(BIN / "snakemake")
 TEST_CONFIG = "tests/config/test.yaml"
 TIMEOUT = 1500  # seconds for one end-to-end run
-
-
-def copy_workflow(dest: Path) -> Path:
-    """The files a run needs: Snakefile, profiles/ (the default profile), workflow/ (rules,
-    schemas, wqk sources), config/."""
-    dest.mkdir(parents=True, exist_ok=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".snakemake")
-    shutil.copy2(ROOT / "Snakefile", dest / "Snakefile")
-    shutil.copytree(ROOT / "profiles", dest / "profiles", ignore=ignore)
-    shutil.copytree(ROOT / "workflow", dest / "workflow", ignore=ignore)
-    shutil.copytree(ROOT / "config", dest / "config", ignore=ignore)
-    shutil.copytree(ROOT / "tests" / "config", dest / "tests" / "config", ignore=ignore)
-    return dest
 
 
 def snakemake(workdir: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:

@@ -170,6 +170,24 @@ TINY_MORE |= {
             model_type="resnet", embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], out_features=["stage2"]
         ),
     ),
+    "sam": dict(
+        vision_config=dict(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            mlp_dim=37,
+            image_size=64,
+            patch_size=8,
+            output_channels=16,
+            window_size=4,
+            global_attn_indexes=[1],
+            num_pos_feats=8,
+        ),
+        prompt_encoder_config=dict(hidden_size=16, image_size=64, patch_size=8, mask_input_channels=4),
+        mask_decoder_config=dict(
+            hidden_size=16, num_hidden_layers=2, num_attention_heads=2, mlp_dim=32, iou_head_hidden_dim=16
+        ),
+    ),
     "mask2former": dict(
         backbone_config=dict(
             model_type="swin",

@@ -25,11 +25,9 @@ PAPER_CATALOGUE = Path(__file__).resolve().parents[2] / "config" / "catalogue" /
 def hub_ids() -> dict[str, str]:
     """model_id -> the hub id the catalogue fetches (its `source`: renamed repos have moved,
     e.g. bert-base-uncased -> google-bert/bert-base-uncased)."""
-    import csv
+    from wqk.catalogue import load_catalogue
 
-    with open(PAPER_CATALOGUE, newline="") as f:
-        rows = csv.DictReader((line for line in f if not line.startswith("#")), delimiter="\t")
-        return {r["model_id"]: r["source"] for r in rows}
+    return {r["model_id"]: r["source"] for r in load_catalogue(PAPER_CATALOGUE)}
 
 
 def build(root: Path, model_ids: list[str] | None = None) -> Path:

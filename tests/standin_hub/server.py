@@ -15,7 +15,7 @@ What it speaks:
   serves the bytes and records every Authorization header it is sent (it must get none). The
   second host also serves <root>/static: a download site that is not the hub (`datasets` reads
   any URL under HF_ENDPOINT as a hub path, so such a site must have a host of its own).
-- Gated repos: files answer 401 without a token, 403 with a token other than `token`.
+- Gated repos: files answer 401 without a token, 403 with a token other than TOKEN.
 - `throttle`: every n-th request for a repo file answers 429 with `Retry-After: 1` once.
 A repo's commit sha is the SHA-1 of its file names and contents: a changed file is a new commit.
 `seen` records every request (method, path, range, whether a token came); `log_unknown` prints
@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import socket
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 TOKEN = "hf_standin_token"  # the token that opens gated repos
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".parquet", ".gz", ".zst", ".arrow", ".msgpack", ".h5", ".ot")
-KINDS = {"models": "model", "datasets": "dataset"}
+KINDS = ("models", "datasets")
 
 
 @dataclass
@@ -48,18 +47,21 @@ class Repo:
     gated: str | bool = False
     sha: str = ""
     files: dict[str, Path] = field(default_factory=dict)  # repo path -> file on disk
+    digests: dict[str, tuple[int, str, str]] = field(default_factory=dict)  # path -> size, git sha1, sha256
 
     def load(self) -> Repo:
+        """Each file read once: its size and digests, and the commit sha over all of them."""
         h = hashlib.sha1()
         for p in sorted(q for q in self.folder.rglob("*") if q.is_file()):
-            name = p.relative_to(self.folder).as_posix()
+            name, data = p.relative_to(self.folder).as_posix(), p.read_bytes()
             self.files[name] = p
-            h.update(name.encode() + b"\0" + hashlib.sha1(p.read_bytes()).digest())
+            self.digests[name] = (len(data), hashlib.sha1(data).hexdigest(), hashlib.sha256(data).hexdigest())
+            h.update(name.encode() + b"\0" + bytes.fromhex(self.digests[name][1]))
         self.sha = h.hexdigest()
         return self
 
     def etag(self, name: str) -> str:
-        return hashlib.sha256(self.files[name].read_bytes()).hexdigest()
+        return self.digests[name][2]
 
 
 def load_repos(root: Path) -> tuple[dict[tuple[str, str], Repo], dict[str, str]]:
@@ -243,29 +245,25 @@ class _Handler(BaseHTTPRequestHandler):
             print(f"stand-in hub: not served: {self.command} {self.path}", flush=True)
         self._error(404, "EntryNotFound", f"not served by the stand-in hub: {path}")
 
-    def _revision(self, repo: Repo, rev: str | None) -> str | None:
-        rev = rev or "main"
-        return repo.sha if rev in ("main", repo.sha) else None
-
-    def _moved(self, hub: StandInHub, kind: str, repo_id: str) -> bool:
-        """A renamed model repo (bert-base-uncased -> google-bert/bert-base-uncased): 307 to the
-        same URL under the new id, as the hub answers."""
-        new = hub.aliases.get(repo_id) if kind == "models" else None
-        if new is None:
-            return False
-        location = re.sub(rf"/{re.escape(repo_id)}(?=[/?]|$)", f"/{new}", self.path, count=1)
-        self._send(307, b"", {"Location": location})
-        return True
+    def _lookup(self, hub: StandInHub, kind: str, repo_id: str, rev: str | None) -> Repo | None:
+        """The repo a request names at `rev` (main or its commit sha), or None once the answer is sent: 307 for a renamed
+        model repo (bert-base-uncased -> google-bert/bert-base-uncased, the same URL under the
+        new id, as the hub answers), 404 for an unknown repo or revision."""
+        repo = hub.repo(kind, repo_id)
+        if repo is None:
+            new = hub.aliases.get(repo_id) if kind == "models" else None
+            if new is not None:
+                location = re.sub(rf"/{re.escape(repo_id)}(?=[/?]|$)", f"/{new}", self.path, count=1)
+                return self._send(307, b"", {"Location": location})
+            return self._error(404, "RepoNotFound", f"Repository Not Found for url: {self.path}")
+        if (rev or "main") not in ("main", repo.sha):
+            return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
+        return repo
 
     def _api(self, hub: StandInHub, kind, repo_id, what, rev, sub, body):
-        repo = hub.repo(kind, repo_id)
-        if repo is None and self._moved(hub, kind, repo_id):
-            return
+        repo = self._lookup(hub, kind, repo_id, rev)
         if repo is None:
-            return self._error(404, "RepoNotFound", f"Repository Not Found for url: {self.path}")
-        sha = self._revision(repo, rev)
-        if sha is None:
-            return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
+            return
         if what in (None, "revision"):
             return self._json(self._info(repo))
         if what == "tree":
@@ -297,10 +295,10 @@ class _Handler(BaseHTTPRequestHandler):
         return info
 
     def _entry(self, repo: Repo, name: str) -> dict:
-        data = repo.files[name].read_bytes()
-        entry = {"type": "file", "oid": hashlib.sha1(data).hexdigest(), "size": len(data), "path": name}
+        size, sha1, sha256 = repo.digests[name]
+        entry = {"type": "file", "oid": sha1, "size": size, "path": name}
         if name.endswith(LFS_SUFFIXES):
-            entry["lfs"] = {"oid": repo.etag(name), "size": len(data), "pointerSize": 134}
+            entry["lfs"] = {"oid": sha256, "size": size, "pointerSize": 134}
         return entry
 
     def _tree(self, repo: Repo, prefix: str, recursive: bool, exact: bool = False) -> list[dict]:
@@ -323,14 +321,9 @@ class _Handler(BaseHTTPRequestHandler):
         return [{"type": "directory", "oid": repo.sha, "path": d} for d in sorted(dirs)] + out
 
     def _resolve(self, hub: StandInHub, kind, repo_id, rev, name):
-        repo = hub.repo(kind, repo_id)
-        if repo is None and self._moved(hub, kind, repo_id):
-            return
+        repo = self._lookup(hub, kind, repo_id, rev)
         if repo is None:
-            return self._error(404, "RepoNotFound", f"Repository Not Found for url: {self.path}")
-        sha = self._revision(repo, rev)
-        if sha is None:
-            return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
+            return
         if repo.gated:
             auth = self.headers.get("Authorization")
             if not auth:
@@ -354,10 +347,10 @@ class _Handler(BaseHTTPRequestHandler):
                 hub.throttled.add(key)
         if throttle:
             return self._json({"error": "Too Many Requests"}, 429, {"Retry-After": "1"})
-        headers = {"X-Repo-Commit": sha, "ETag": f'"{repo.etag(name)}"'}
+        headers = {"X-Repo-Commit": repo.sha, "ETag": f'"{repo.etag(name)}"'}
         if name.endswith(LFS_SUFFIXES):
-            size = repo.files[name].stat().st_size
-            location = f"{hub.cdn.url}/{kind}/{repo_id}/{sha}/{name}"
+            size = repo.digests[name][0]
+            location = f"{hub.cdn.url}/{kind}/{repo_id}/{repo.sha}/{name}"
             return self._send(
                 302, b"", headers | {"Location": location, "X-Linked-Size": str(size), "X-Linked-Etag": headers["ETag"]}
             )
@@ -370,9 +363,3 @@ def _posted_paths(body: bytes, content_type: str) -> list[str]:
     else:
         paths = parse_qs(body.decode()).get("paths", [])
     return [paths] if isinstance(paths, str) else list(paths)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..errors import WqkError
+from ..training.summary import first_seed
 
 NAMES = {
     "bidirectional": "encoder (bidirectional)",
@@ -25,10 +26,7 @@ def select(df: pd.DataFrame, dataset=None, init="default", size=None) -> pd.Data
         df = df[df["init"] == init]
     if size is not None:
         df = df[df["size"].astype(str) == str(size)]
-    if "seed" in df.columns and not df.empty:
-        first = df.groupby(["size", "objective", "init", "dataset"])["seed"].transform("min")
-        df = df[df["seed"] == first]
-    return df
+    return first_seed(df)
 
 
 def title(df: pd.DataFrame, dataset=None) -> str:

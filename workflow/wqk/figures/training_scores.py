@@ -11,7 +11,7 @@ dotted line, its steps scaled to our run's length (the paper trained 200,000 ste
 
 from __future__ import annotations
 
-from ..tables.training_comparison import OBJECTIVES, PAPER_FILE, SIZES
+from ..tables.training_comparison import paper_runs
 from . import DOUBLE, OBJECTIVE_ORDER, colour, new_figure, no_data, score_axis, style
 from ._training import NAMES, select, title
 
@@ -73,8 +73,5 @@ def _paper_curve(published, size: str, dataset: str, objective: str):
     """The paper's median curve of one of our runs (None without one)."""
     if published is None:
         return None
-    for file, g in published.groupby("file"):
-        m = PAPER_FILE.fullmatch(str(file))
-        if m and SIZES.get(m["model"]) == size and m["dataset"] == str(dataset) and OBJECTIVES[m["kind"]] == objective:
-            return g.sort_values("checkpoint_step")
-    return None
+    wanted = (size, str(dataset), objective)
+    return next((curve for *run, curve in paper_runs(published) if tuple(run) == wanted), None)

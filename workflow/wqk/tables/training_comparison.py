@@ -14,9 +14,12 @@ checked, not the values. A sign within 0.01 of zero counts as zero.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
+
+from ..training.summary import first_seed
 
 CAPTION = (
     "Training runs against the paper's (training_curves.csv): final median scores of encoder and "
@@ -33,22 +36,25 @@ def load(key: str, path, **_) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-def published_finals(published: pd.DataFrame, sizes: dict) -> pd.DataFrame:
-    rows = []
+def paper_runs(published: pd.DataFrame) -> Iterator[tuple[str, str, str, pd.DataFrame]]:
+    """(our size, dataset, objective, curve by step) of each published run of a size we name."""
     for file, g in published.groupby("file"):
         m = PAPER_FILE.fullmatch(str(file))
-        if not m or m["model"] not in sizes:
-            continue
-        last = g.sort_values("checkpoint_step").iloc[-1]
-        rows.append({"size": sizes[m["model"]], "dataset": m["dataset"], "objective": OBJECTIVES[m["kind"]],
-                     "step": int(last["checkpoint_step"]), **{k: float(last[f"{k}_median"]) for k in METRICS}})  # fmt: skip
+        if m and m["model"] in SIZES:
+            yield SIZES[m["model"]], m["dataset"], OBJECTIVES[m["kind"]], g.sort_values("checkpoint_step")
+
+
+def published_finals(published: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for size, dataset, objective, curve in paper_runs(published):
+        last = curve.iloc[-1]
+        rows.append({"size": size, "dataset": dataset, "objective": objective, "step": int(last["checkpoint_step"]),
+                     **{k: float(last[f"{k}_median"]) for k in METRICS}})  # fmt: skip
     return pd.DataFrame(rows, columns=["size", "dataset", "objective", "step", *METRICS])
 
 
 def our_finals(summary: pd.DataFrame) -> pd.DataFrame:
-    df = summary[summary["init"] == "default"]
-    if "seed" in df.columns and not df.empty:
-        df = df[df["seed"] == df.groupby(["size", "objective", "dataset"])["seed"].transform("min")]
+    df = first_seed(summary[summary["init"] == "default"])
     last = df[df["step"] == df.groupby("run")["step"].transform("max")]
     return last.rename(columns={f"{k}_median": k for k in METRICS})[["size", "dataset", "objective", "step", *METRICS]]
 
@@ -58,7 +64,7 @@ def _sign(x: float) -> int:
 
 
 def build(data: dict) -> pd.DataFrame:
-    paper = published_finals(data["published"], SIZES).set_index(["size", "dataset", "objective"])
+    paper = published_finals(data["published"]).set_index(["size", "dataset", "objective"])
     ours = our_finals(data["summary"]).astype({"size": str, "dataset": str}).set_index(["size", "dataset", "objective"])
     rows = []
     for size, dataset in sorted({k[:2] for k in ours.index} & {k[:2] for k in paper.index}):
