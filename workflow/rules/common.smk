@@ -7,6 +7,7 @@ line and the column.
 
 import os
 import sys
+from itertools import product
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -79,28 +80,22 @@ def training_runs():
         raise WorkflowError(
             "activate: training is true but the config has no `training:` section"
         )
-    inits_of = {}
-    for init, objectives in TRAINING["inits"].items():
-        for objective in objectives:
-            inits_of.setdefault(objective, []).append(init)
+    pairs = [
+        (init, o) for init, objectives in TRAINING["inits"].items() for o in objectives
+    ]
+    compared = {o for _, o in pairs if [p for _, p in pairs].count(o) > 1}
     base = TRAINING["seed"]
     runs = {}
-    for size in TRAINING["sizes"]:
-        for init, objectives in TRAINING["inits"].items():
-            for objective in objectives:
-                compared = len(inits_of[objective]) > 1
-                seeds = TRAINING.get("comparison_seeds") or [base]
-                for dataset in TRAINING["datasets"]:
-                    for seed in seeds if compared else [base]:
-                        name = f"{size}-{OBJECTIVE_SHORT[objective]}-{init}-{dataset}"
-                        name += "" if seed == base else f"-s{seed}"
-                        runs[name] = dict(
-                            size=size,
-                            objective=objective,
-                            init=init,
-                            dataset=dataset,
-                            seed=seed,
-                        )
+    for size, (init, objective), dataset in product(
+        TRAINING["sizes"], pairs, TRAINING["datasets"]
+    ):
+        seeds = TRAINING.get("comparison_seeds") or [base]
+        for seed in seeds if objective in compared else [base]:
+            name = f"{size}-{OBJECTIVE_SHORT[objective]}-{init}-{dataset}"
+            name += "" if seed == base else f"-s{seed}"
+            runs[name] = dict(
+                size=size, objective=objective, init=init, dataset=dataset, seed=seed
+            )
     return dict(sorted(runs.items()))
 
 

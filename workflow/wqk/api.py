@@ -116,8 +116,7 @@ def score(
 
 def _authors_items(ckpt, name: str | None, synthetic: bool):
     """(info, block) pairs of the authors' method (wqk.authors) on an opened checkpoint."""
-    from .adapters import model_blocks
-    from .authors import authors_blocks
+    from .authors import open_authors
 
-    info, blocks = model_blocks(ckpt, name, synthetic)
-    return zip(itertools.repeat(info), authors_blocks(ckpt, blocks))
+    info, blocks = open_authors(ckpt, name, synthetic)
+    return zip(itertools.repeat(info), blocks)

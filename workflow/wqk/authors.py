@@ -59,6 +59,14 @@ FUSED = {
 MUSICGEN = ("musicgen", "musicgen_decoder")
 
 
+def open_authors(ckpt: Checkpoint, name: str | None = None, synthetic: bool = False):
+    """(ModelInfo, block stream of the authors' method) of an opened checkpoint."""
+    from .adapters import model_blocks
+
+    info, blocks = model_blocks(ckpt, name, synthetic)
+    return info, authors_blocks(ckpt, blocks)
+
+
 def authors_blocks(ckpt: Checkpoint, blocks: Iterable[AttentionBlock]) -> Iterator[AttentionBlock]:
     """The blocks the authors' code would have scored, from a checkpoint and its exact blocks."""
     mt = ckpt.model_type

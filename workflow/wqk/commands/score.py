@@ -117,13 +117,10 @@ def run(args):
 def _blocks(found, name, synthetic, method: str):
     """(ModelInfo, block stream) of a located checkpoint, exact or by the authors' method."""
     if method == "authors":
-        from ..adapters import model_blocks
-        from ..authors import authors_blocks
+        from ..authors import open_authors
         from ..checkpoints import open_checkpoint
 
-        ckpt = open_checkpoint(found)
-        info, blocks = model_blocks(ckpt, name, synthetic)
-        return info, authors_blocks(ckpt, blocks)
+        return open_authors(open_checkpoint(found), name, synthetic)
     from ..adapters import open_source
 
     return open_source(found, name, synthetic)
