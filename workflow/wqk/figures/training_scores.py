@@ -59,7 +59,8 @@ def draw(data: dict, dataset=None, init="default", size=None, width=DOUBLE, heig
                                 lw=0.8, label=f"paper, {name} (steps scaled)")  # fmt: skip
         handles, labels = axes[0][0].get_legend_handles_labels()
         if handles:
-            fig.legend(handles, labels, loc="outside lower center", ncols=min(len(handles), 4))
+            # the paper's overlaid curves double the entries and lengthen them: two columns then fit
+            fig.legend(handles, labels, loc="outside lower center", ncols=2 if len(handles) > 4 else len(handles))
     return fig
 
 
