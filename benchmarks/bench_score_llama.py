@@ -10,7 +10,9 @@ best run is the steadier estimate; the median shows how much the load moved.
 
 naive: AutoModel.from_pretrained in float32, then per layer the dense M = W_q^T W_k with
        key heads repeated to query heads, scored from M.
-wqk:   `wqk score FOLDER`, streaming one layer at a time, per-head and per-layer scores.
+wqk:   `wqk score FOLDER --metrics symmetry,directionality`, streaming one layer at a time,
+       per-head and per-layer scores (the paper's two: benchmarks/bench_metrics.py times
+       the metrics beyond them).
 """
 
 from __future__ import annotations
@@ -120,7 +122,9 @@ def main():
     size = (folder / "model.safetensors").stat().st_size / 1e9
     print(f"checkpoint: {folder} ({size:.2f} GB)")
     naive_json, ours_pq = a.workdir / "naive.json", a.workdir / "wqk.parquet"
-    wqk = [sys.executable, "-m", "wqk.cli", "score", str(folder), "--out", str(ours_pq), "--device", "cpu"]
+    # the paper's two scores, what the naive method computes (bench_metrics.py: the others)
+    wqk = [sys.executable, "-m", "wqk.cli", "score", str(folder), "--out", str(ours_pq), "--device", "cpu",
+           "--metrics", "symmetry,directionality"]  # fmt: skip
     runs = {"naive": [], "wqk": []}
     for _ in range(a.repeats):  # interleaved, so that background load hits both alike
         runs["naive"].append(measure([sys.executable, __file__, "--workdir", str(a.workdir), "--hidden", str(a.hidden),

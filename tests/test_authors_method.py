@@ -25,6 +25,7 @@ from call_walk import climbs
 from tiny_zoo import TINY_MORE
 from wqk import score
 from wqk.cli import main
+from wqk.contracts import SCORES_SCHEMA
 from wqk.tiny import build_tiny
 
 
@@ -153,7 +154,8 @@ def test_fused_qkv_first_rows_untransposed(tmp_path, cls, model_type, stack, nam
     authors, exact = _run(folder, "authors"), _run(folder, "exact")
     _assert_layers(authors, stack, forms)
     assert np.abs(_sym(authors, stack) - _sym(exact, stack)).max() > 1e-3
-    assert list(authors.columns) == list(exact.columns)
+    # the contract's columns, as the exact method's first ones (the authors' scored the paper's two only)
+    assert list(authors.columns) == list(exact.columns[: len(authors.columns)]) == SCORES_SCHEMA.names
 
 
 def test_fused_qkv_from_a_model_in_memory(tmp_path):
@@ -248,7 +250,8 @@ def test_exact_is_the_default_and_unchanged(tmp_path):
         or b"wqk.method" not in pq.read_schema(paths["default"]).metadata
     )
     assert pq.read_schema(paths["authors"]).metadata[b"wqk.method"] == b"authors"
-    assert pq.read_schema(paths["authors"]).names == pq.read_schema(paths["exact"]).names
+    assert pq.read_schema(paths["authors"]).names == SCORES_SCHEMA.names
+    assert pq.read_schema(paths["exact"]).names[: len(SCORES_SCHEMA)] == SCORES_SCHEMA.names
     default = score(folder, device="cpu", progress=False)
     exact = _run(folder, "exact")
     assert default.equals(exact) and "method" not in default.attrs
@@ -274,10 +277,26 @@ def test_authors_needs_the_checkpoint(tmp_path, capsys):
         score(folder, method="paper")
 
 
-def test_authors_out_beside_the_exact_scores(tmp_path, capsys):
-    """The workflow's one score job writes both: --authors-out equals --method authors, and the
-    exact scores beside it are the default's, byte for byte."""
-    folder = build_tiny("llama", tmp_path / "llama")
+@pytest.mark.parametrize(
+    "model",
+    [
+        "llama",  # grouped-query: the authors' blocks scored anew
+        "gpt_neox",  # fused qkv: likewise
+        "bert",  # the exact blocks: derived from the exact rows
+        "speecht5",  # derived, decoder layers cut
+        "git",  # derived, image layers cut
+        "musicgen",  # derived, cross-attention renamed decoder, self-attention dropped
+    ],
+)
+def test_authors_out_beside_the_exact_scores(tmp_path, capsys, model):
+    """The workflow's one score job writes both: --authors-out equals --method authors (whether
+    derived from the exact rows or scored anew), and the exact scores beside it are the
+    default's, byte for byte."""
+    classes = {"speecht5": "SpeechT5Model", "git": "GitForCausalLM", "musicgen": "MusicgenForConditionalGeneration"}
+    if model in classes:
+        folder = _save(classes[model], model, tmp_path / model)
+    else:
+        folder = build_tiny(model, tmp_path / model)
     run = ["score", str(folder), "--device", "cpu", "--quiet"]
     assert main([*run, "--out", str(tmp_path / "both.parquet"), "--authors-out", str(tmp_path / "a.parquet")]) == 0
     assert main([*run, "--out", str(tmp_path / "exact.parquet")]) == 0

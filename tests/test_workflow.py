@@ -190,12 +190,12 @@ def test_end_to_end_outputs(finished):
     expected = {
         "wqk_heatmaps", "scores_vs_params_language", "scores_vs_params_audio", "encdec_stacks",
         "head_distributions", "depth_profile", "training_scores_pydoc", "training_layers_pydoc",
-        "training_loss",
+        "training_loss", "spectral_signatures", "rotary_symmetry",
     }  # fmt: skip
     assert {f.removesuffix(".png") for f in figures} == expected
     for name in expected:
         assert (finished / "figures" / f"{name}.pdf").stat().st_size > 1000
-    for table in ("scores_all", "scores_language"):
+    for table in ("scores_all", "scores_language", "robustness"):
         for ext in ("csv", "md", "tex"):
             assert (finished / "results" / "tables" / f"{table}.{ext}").stat().st_size > 0
     md = (finished / "results" / "tables" / "scores_all.md").read_text()
@@ -272,7 +272,7 @@ def test_adding_a_catalogue_line_schedules_only_that_model(finished):
     assert set(counts) == {
         "catalogue", "aggregate", "figure_scores_vs_params", "figure_encdec_stacks",
         "figure_head_distributions", "figure_depth_profile", "table_scores_all",
-        "table_scores_language", "all",
+        "table_scores_language", "figure_spectral_signatures", "figure_rotary_symmetry", "table_robustness", "all",
     }, counts  # fmt: skip
 
 
@@ -305,13 +305,13 @@ def test_report_carries_the_comparison_and_errata_tables(finished, tmp_path):
         names = z.namelist()
         html = next(z.read(n).decode() for n in names if n.endswith("/report.html"))
     for table in ("paper_comparison.csv", "errata.csv", "scores_all.csv", "symmetric_init.csv",
-                  "training_comparison.csv"):  # fmt: skip
+                  "training_comparison.csv", "robustness.csv"):  # fmt: skip
         assert any(n.endswith(f"/{table}") for n in names), (table, names)
     assert "Comparison with the paper" in html  # their category
     assert "Errata: the published medians" in html  # workflow/report/errata.rst
     assert "Our median over layers against the paper" in html  # workflow/report/paper_comparison.rst
     assert "Symmetric initialisation (W_q = W_k at step 0) of the encoders" in html  # report/symmetric_init.rst
-    assert sum(n.endswith(".png") for n in names) == 9  # and every figure, as before
+    assert sum(n.endswith(".png") for n in names) == 11  # and every figure (the paper's and ours)
 
 
 def test_default_profile_applies_and_a_killed_run_resumes(tmp_path):

@@ -261,6 +261,21 @@ def params_of(kind, name, **extra):
     return f"--param {pairs}" if pairs else ""
 
 
+def score_flags():
+    """`wqk score` flags of config score.metrics and score.rotary_offsets; none for the
+    defaults ("default", null), so that a default run's command lines stay as they were.
+    """
+    metrics = config["score"]["metrics"]
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    flags = []
+    if metrics != ["default"]:
+        flags.append(f"--metrics {','.join(metrics)}")
+    offsets = config["score"]["rotary_offsets"]
+    if offsets is not None:
+        flags.append(f"--rotary-offsets {','.join(str(int(d)) for d in offsets)}")
+    return " ".join(flags)
+
+
 def table_outputs(name):
     return multiext(f"results/tables/{name}", ".csv", ".md", ".tex")
 
@@ -288,6 +303,10 @@ def get_figures():
     if figure_groups("encdec"):
         figs.append("encdec_stacks")
     figs += ["head_distributions", "depth_profile"]
+    figs += [
+        "spectral_signatures",
+        "rotary_symmetry",
+    ]  # beyond the paper: score.metrics
     if RUNS:
         figs += [f"training_scores_{d}" for d in training_datasets()]
         figs += [f"training_layers_{d}" for d in training_datasets()]
@@ -296,7 +315,7 @@ def get_figures():
 
 
 def get_tables():
-    tables = ["scores_all"]
+    tables = ["scores_all", "robustness"]
     if figure_groups("language"):
         tables.append("scores_language")
     if config["activate"]["validation"]:

@@ -126,6 +126,52 @@ rule figure_depth_profile:
         " {params.opts} --out {output.pdf} > {log} 2>&1"
 
 
+rule figure_spectral_signatures:
+    input:
+        models="results/aggregate/models.parquet",
+        module=module("figures", "spectral_signatures"),
+    output:
+        pdf="figures/spectral_signatures.pdf",
+        png=report(
+            "figures/spectral_signatures.png",
+            caption="../report/spectral_signatures.rst",
+            category="Beyond the paper",
+        ),
+    log:
+        "logs/figures/spectral_signatures.log",
+    localrule: True
+    conda:
+        "../envs/wqk.yaml"
+    params:
+        opts=params_of("figures", "spectral_signatures"),
+    shell:
+        "wqk figure spectral_signatures --in models={input.models}"
+        " {params.opts} --out {output.pdf} > {log} 2>&1"
+
+
+rule figure_rotary_symmetry:
+    input:
+        models="results/aggregate/models.parquet",
+        module=module("figures", "rotary_symmetry"),
+    output:
+        pdf="figures/rotary_symmetry.pdf",
+        png=report(
+            "figures/rotary_symmetry.png",
+            caption="../report/rotary_symmetry.rst",
+            category="Beyond the paper",
+        ),
+    log:
+        "logs/figures/rotary_symmetry.log",
+    localrule: True
+    conda:
+        "../envs/wqk.yaml"
+    params:
+        opts=params_of("figures", "rotary_symmetry"),
+    shell:
+        "wqk figure rotary_symmetry --in models={input.models}"
+        " {params.opts} --out {output.pdf} > {log} 2>&1"
+
+
 # With validation active, the training-score figures overlay the paper's published curves.
 PAPER_CURVES = (
     {"published": config["validation"]["training_curves"]}

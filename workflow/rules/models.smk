@@ -88,6 +88,7 @@ rule score:
         name=lambda wc: MODELS[wc.slug]["model_id"],
         synthetic=lambda wc: "--synthetic" if MODELS[wc.slug]["synthetic"] else "",
         device=config["score"]["device"],
+        metrics=score_flags(),
         null=lambda wc, output: (
             f"--null-out {output.null} --null-seed {NULL_SEED}" if NULL_OUTPUT else ""
         ),
@@ -96,4 +97,5 @@ rule score:
         ),
     shell:
         "wqk score {params.source:q} --name {params.name:q} {params.synthetic} --device {params.device}"
-        " --matrices-out {output.matrices} {params.null} {params.authors} --out {output.scores} > {log} 2>&1"
+        " {params.metrics} --matrices-out {output.matrices} {params.null} {params.authors}"
+        " --out {output.scores} > {log} 2>&1"

@@ -43,6 +43,30 @@ rule table_scores_all:
         "wqk table scores_all --in models={input.models} {params.opts} --out {params.prefix} > {log} 2>&1"
 
 
+rule table_robustness:
+    input:
+        models="results/aggregate/models.parquet",
+        module=module("tables", "robustness"),
+    output:
+        csv=report(
+            "results/tables/robustness.csv",
+            caption="../report/robustness.rst",
+            category="Beyond the paper",
+        ),
+        md="results/tables/robustness.md",
+        tex="results/tables/robustness.tex",
+    log:
+        "logs/tables/robustness.log",
+    localrule: True
+    conda:
+        "../envs/wqk.yaml"
+    params:
+        prefix=subpath(output[0], strip_suffix=".csv"),
+        opts=params_of("tables", "robustness"),
+    shell:
+        "wqk table robustness --in models={input.models} {params.opts} --out {params.prefix} > {log} 2>&1"
+
+
 rule table_errata:
     input:
         comparison="results/validation/paper_comparison.csv",

@@ -5,12 +5,22 @@ rows of the scores Parquet); the same over HEADS is our extension (columns `head
 Quantiles are numpy's (linear interpolation, wqk.contracts.quartiles); NaN scores (zero or
 non-square forms, see wqk.metrics) are left out and counted. Models are joined to their
 catalogue line (wqk.catalogue) by model_id, else by slug.
+
+Metrics beyond the paper's two (spectra, rotary-aware symmetry, folded forms: whatever the
+metric registry of `wqk score` appended) are every float64 column of a scores frame outside
+wqk.contracts.SCORES_SCHEMA (`metric_columns`). They are carried after the paper's columns,
+which keep their names and order: an aggregate of scores without them is byte for byte the
+one before they existed. In the models table, {m}_* over layers and head_{m}_* over heads
+for each such metric whose layer (head) rows are not all NaN; null_{m}_* and null_head_{m}_*
+likewise from the null reference. The long tables carry every one present; the groups table
+stays on the paper's two.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -19,12 +29,60 @@ import pandas as pd
 from . import slug as make_slug
 from .atomic import atomic_path
 from .catalogue import CatalogueError, check_catalogue, read_catalogue
-from .contracts import CROSS, METRICS, NULL_SUFFIX, quartiles, stack_rank
+from .contracts import CROSS, METRICS, NULL_SUFFIX, SCORES_SCHEMA, quartiles, stack_rank
 from .errors import WqkError
 
-__all__ = ["CatalogueError", "aggregate", "check_catalogue", "read_catalogue", "read_scores", "write_outputs"]
+__all__ = [
+    "CatalogueError",
+    "aggregate",
+    "check_catalogue",
+    "metric_columns",
+    "read_catalogue",
+    "read_scores",
+    "write_outputs",
+]
 
 log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------- metric columns
+# Columns aggregation adds to scores rows (annotate, the long tables): never metrics.
+_ANNOTATIONS = ("slug", "family", "modality", "n_params", "figure", "objective", "relative_depth")
+_NOT_METRICS = frozenset(SCORES_SCHEMA.names) | frozenset(_ANNOTATIONS)
+_NUMBERED = re.compile(r"(.*?)(\d+)")
+
+
+def _grouped(columns: list[str]) -> list[str]:
+    """Columns in order of first appearance, a numbered family (rotary_symmetry_d0, _d1, ...)
+    kept together in numeric order at its first member's place: the same order whichever
+    model's file (with which offsets) came first."""
+
+    def stem(c):
+        m = _NUMBERED.fullmatch(c)
+        return (m.group(1), int(m.group(2))) if m else (c, -1)
+
+    first: dict[str, int] = {}
+    for i, c in enumerate(columns):
+        first.setdefault(stem(c)[0], i)
+    return sorted(columns, key=lambda c: (first[stem(c)[0]], stem(c)[1], c))
+
+
+def metric_columns(df: pd.DataFrame) -> list[str]:
+    """The metric columns of a scores frame (or of a long table of aggregate): the paper's
+    `symmetry`, `directionality`, then every float64 column that is neither in
+    wqk.contracts.SCORES_SCHEMA nor added by aggregation (spectra, rotary_symmetry_d*, folded
+    forms: what the metric registry of `wqk score` appended)."""
+    extra = [c for c in df.columns if c not in _NOT_METRICS and c not in METRICS and df[c].dtype == np.float64]
+    return [*METRICS, *_grouped(extra)]
+
+
+def extra_metrics(df: pd.DataFrame) -> list[str]:
+    """metric_columns beyond the paper's two."""
+    return [m for m in metric_columns(df) if m not in METRICS]
+
+
+def _not_all_nan(df: pd.DataFrame, metrics: list[str]) -> list[str]:
+    return [m for m in metrics if np.isfinite(df[m].to_numpy(np.float64)).any()]
 
 
 # ---------------------------------------------------------------- statistics
@@ -122,7 +180,7 @@ def _long_table(ann: pd.DataFrame, scope: str, keys: list[str]) -> pd.DataFrame:
     rows = ann[ann["scope"] == scope].copy()
     n = rows["n_layers"].astype(int)
     rows["relative_depth"] = np.where(n > 1, rows["layer"].astype(float) / (n - 1).clip(lower=1), 0.0)
-    cols = [*keys, "n_layers", "relative_depth", "symmetry", "directionality", *_META]
+    cols = [*keys, "n_layers", "relative_depth", "symmetry", "directionality", *_META, *extra_metrics(ann)]
     rows = rows[["model", "slug", *cols[1:]]].astype({k: "int32" for k in (*keys[2:], "n_layers")})
     return _sort(rows, keys)
 
@@ -154,6 +212,14 @@ def model_table(ann: pd.DataFrame, null: pd.DataFrame | None = None) -> pd.DataF
     out = out.merge(n_heads, on=keys, how="left").merge(head_stats, on=keys, how="left")
     if null is not None:
         out = out.merge(null_columns(null), on=keys, how="left")
+    # beyond the paper: after every column above, so that those keep their order
+    extra = extra_metrics(ann)
+    if lay_extra := _not_all_nan(lay, extra):
+        out = out.merge(summarise(lay, keys, lay_extra), on=keys, how="left")
+    if head_extra := _not_all_nan(heads, extra):
+        out = out.merge(summarise(heads, keys, head_extra, prefix="head_"), on=keys, how="left")
+    if null is not None and not (extra_null := null_extra_columns(null)).empty:
+        out = out.merge(extra_null, on=keys, how="left")
     out["n_heads_total"] = out["n_heads_total"].fillna(0).astype("int64")
     out = out.astype({"n_layers": "int32", "n_layers_nan": "int32", "synthetic": bool})
     first = ["model", "slug", "family", "stack", "objective", "modality", "n_params", "synthetic", "n_layers"]
@@ -161,11 +227,30 @@ def model_table(ann: pd.DataFrame, null: pd.DataFrame | None = None) -> pd.DataF
     return _sort(out[first + rest])
 
 
+def _null_rows(null_scores: pd.DataFrame, scope: str) -> pd.DataFrame:
+    rows = null_scores[null_scores["scope"] == scope].copy()
+    rows["model"] = rows["model"].str.removesuffix(NULL_SUFFIX)
+    return rows
+
+
 def null_columns(null_scores: pd.DataFrame) -> pd.DataFrame:
     """null_{metric}_{median,q25,q75} per (model, stack) from `wqk null` outputs."""
-    lay = null_scores[null_scores["scope"] == "layer"].copy()
-    lay["model"] = lay["model"].str.removesuffix(NULL_SUFFIX)
-    return summarise(lay, ["model", "stack"], prefix="null_")
+    return summarise(_null_rows(null_scores, "layer"), ["model", "stack"], prefix="null_")
+
+
+def null_extra_columns(null_scores: pd.DataFrame) -> pd.DataFrame:
+    """The null reference of the metrics beyond the paper's: null_{m}_* over layers and
+    null_head_{m}_* over heads, for each whose null rows of that scope are not all NaN
+    (e.g. the spectra of random Q, K; rotary and folded forms are NaN there). Only the
+    (model, stack) keys when there is none."""
+    keys = ["model", "stack"]
+    extra = extra_metrics(null_scores)
+    out = _null_rows(null_scores, "layer")[keys].drop_duplicates().sort_values(keys).reset_index(drop=True)
+    for scope, prefix in (("layer", "null_"), ("head", "null_head_")):
+        rows = _null_rows(null_scores, scope)
+        if metrics := _not_all_nan(rows, extra):
+            out = out.merge(summarise(rows, keys, metrics, prefix=prefix), on=keys, how="outer")
+    return out if len(out.columns) > len(keys) else pd.DataFrame(columns=keys)
 
 
 def group_table(models: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame:

@@ -35,6 +35,8 @@ def score(
     n_std: float = 2.0,
     progress: bool = True,
     method: str = "exact",
+    metrics: str | list[str] = "default",
+    rotary_offsets: list[int] | None = None,
 ) -> pd.DataFrame:
     """Symmetry and directionality of every attention head and layer of a model.
 
@@ -57,11 +59,17 @@ def score(
             authors' code computed, mistakes included (``wqk.authors``), to prove the
             paper's errata; not for matrices files. The DataFrame's ``attrs["method"]``
             records ``"authors"``.
+        metrics: the metrics beyond the paper's two (``wqk.metric_registry``):
+            ``"default"`` (every cheap one), ``"all"``, or names such as
+            ``["spectra", "folded"]``; symmetry and directionality always.
+        rotary_offsets: the position offsets of ``rotary_symmetry`` (default: 0 and the
+            powers of two below the model's context).
 
     Returns:
         The scores table, one row per layer (``scope == "layer"``, ``head`` null) and per
         head, sorted by stack, layer, head; the columns of the scores Parquet
-        (``wqk.contracts.SCORES_SCHEMA``), ``head`` as nullable Int32. For a folder it
+        (``wqk.contracts.SCORES_SCHEMA``), then those of the selected metrics (NaN where a
+        block has none), ``head`` as nullable Int32. For a folder it
         holds the same numbers as ``wqk score FOLDER``.
 
     Raises:
@@ -111,7 +119,15 @@ def score(
         )
     from .score_table import score_stream
 
-    return score_stream(items, device=str(device), n_std=n_std, progress=progress, method=method)
+    return score_stream(
+        items,
+        device=str(device),
+        n_std=n_std,
+        progress=progress,
+        method=method,
+        metrics=metrics,
+        rotary_offsets=rotary_offsets,
+    )
 
 
 def _authors_items(ckpt, name: str | None, synthetic: bool):

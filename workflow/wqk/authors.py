@@ -9,8 +9,9 @@ forms one d x d M per layer, for layers in range(config.num_hidden_layers):
 
 a. Grouped-query attention: Wk.view(d, dh, n_kv).repeat_interleave(H // n_kv, 0).view(d, d)
    tiles the key heads: query head h meets key head h mod n_kv (not h // group). Here the
-   key heads are tiled explicitly, so K holds one key head per query head (the n_kv_heads
-   column then reads n_heads): per head M_h = Q_h K_(h mod n_kv)^T, per layer their sum.
+   query heads are regrouped instead (block.heads keeps their labels): key head j gets
+   query heads j, j + n_kv, j + 2 n_kv, ..., so per head M_h = Q_h K_(h mod n_kv)^T and per
+   layer their sum, at the cost of the exact method (tiling K would score n_heads key heads).
 b, c. GPT-NeoX, DeBERTa v1, ModernBERT and Phi-3 go through one branch: Wq = W[:d, :],
    Wk = W[d:2d, :] of the fused [3d, d] nn.Linear weight (out, in), NOT transposed, and
    M = Wq @ Wk.T. For GPT-NeoX and DeBERTa v1 the slices are wrong (rows interleaved per
@@ -48,7 +49,9 @@ from collections.abc import Iterable, Iterator
 
 from .blocks import AttentionBlock
 from .checkpoints import Checkpoint
+from .contracts import SCORES_SCHEMA
 
+BASE = set(SCORES_SCHEMA.names)
 # model_type -> (stack, fused weight template, prefixes), as the exact adapters read them
 FUSED = {
     "gpt_neox": ("decoder", "layers.{i}.attention.query_key_value.weight", ("gpt_neox.", "model.", "")),
@@ -86,10 +89,35 @@ def authors_blocks(ckpt: Checkpoint, blocks: Iterable[AttentionBlock]) -> Iterat
 
 
 def _tiled(b: AttentionBlock) -> AttentionBlock:
-    """Key head h mod n_kv for query head h, as one key head per query head."""
+    """Key head h mod n_kv for query head h: the query heads regrouped by h mod n_kv."""
     if 1 < b.n_kv_heads < b.n_heads:
-        return AttentionBlock(b.stack, b.layer, b.q, b.k.repeat(b.group_size, 1, 1))
+        order = [h for j in range(b.n_kv_heads) for h in range(j, b.n_heads, b.n_kv_heads)]
+        return AttentionBlock(b.stack, b.layer, b.q[order], b.k, heads=tuple(order))
     return b  # h mod n_kv = h // group when n_kv is 1 or n_heads
+
+
+def from_exact(ckpt: Checkpoint, exact: list[dict]) -> list[dict] | None:
+    """The authors' rows derived from the exact method's rows of the same checkpoint, where
+    their blocks are the exact ones but for dropped layers and renamed stacks (no fused qkv,
+    no grouped-query layer): the paper's columns, directionality 0 where it is NaN. None
+    where the authors' method must score blocks of its own."""
+    if ckpt.model_type in FUSED or any(1 < r["n_kv_heads"] < r["n_heads"] for r in exact):
+        return None
+    limits = _layer_limits(ckpt)
+    rows = []
+    for r in exact:
+        stack = r["stack"]
+        if ckpt.model_type in MUSICGEN:
+            if stack == "decoder":
+                continue
+            stack = "decoder" if stack == "cross" else stack
+        if r["layer"] >= limits.get(stack, r["layer"] + 1):
+            continue
+        row = {c: v for c, v in r.items() if c in BASE} | {"stack": stack}
+        if row["directionality"] != row["directionality"]:
+            row["directionality"] = 0.0
+        rows.append(row)
+    return rows
 
 
 def _layer_limits(ckpt: Checkpoint) -> dict[str, int]:

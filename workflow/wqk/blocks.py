@@ -9,6 +9,31 @@ import torch
 from .contracts import STACKS
 
 
+@dataclass(frozen=True)
+class Rope:
+    """Rotary position embedding of a block's heads: query and key at positions i and j
+    meet through R(j - i), rotations by (j - i) * inv_freq[p] of the rotary pairs p.
+
+    The rotary dims are the first 2 * len(inv_freq) of each head (the rest, if any, are
+    not rotated: GPT-NeoX's rotary_pct, Phi's partial_rotary_factor, GPT-J's rotary_dim).
+    layout: how the checkpoint's q/k rows pair them, "half" (pair p = rows p and p + r/2:
+    transformers' rotate_half, HF Llama checkpoints) or "interleaved" (rows 2p and 2p + 1:
+    GPT-J's rotate_every_two). context: the longest position offset (max_position_embeddings).
+    """
+
+    inv_freq: tuple[float, ...]
+    layout: str
+    context: int
+
+    def __post_init__(self):
+        if self.layout not in ("half", "interleaved"):
+            raise ValueError(f"rotary layout must be half or interleaved, not {self.layout!r}")
+
+    @property
+    def rotary_dim(self) -> int:
+        return 2 * len(self.inv_freq)
+
+
 @dataclass
 class AttentionBlock:
     """Per-head factors of one attention layer.
@@ -17,12 +42,24 @@ class AttentionBlock:
     Query head h is paired with key head h // (H // H_kv) (grouped-query attention).
     For cross-attention, q acts on decoder states and k on encoder states (d may differ:
     q is [H, d_q, k] and k is [H_kv, d_k, k]).
+
+    What acts on the form besides Q and K, where the adapter knows it (else None):
+    q_bias [H, k] and k_bias [H_kv, k], the projections' biases; q_gain [d_q] and k_gain
+    [d_k], the gain of the normalisation that feeds the queries and the keys (pre-norm
+    models); rope, the rotary embedding. heads: the label of each query head when q is
+    not in head order (the authors' method regroups heads); None: 0..H-1.
     """
 
     stack: str
     layer: int
     q: torch.Tensor
     k: torch.Tensor
+    q_bias: torch.Tensor | None = None
+    k_bias: torch.Tensor | None = None
+    q_gain: torch.Tensor | None = None
+    k_gain: torch.Tensor | None = None
+    rope: Rope | None = None
+    heads: tuple[int, ...] | None = None
 
     def __post_init__(self):
         if self.stack not in STACKS:
@@ -33,6 +70,16 @@ class AttentionBlock:
             raise ValueError(
                 f"{self.stack} layer {self.layer}: incompatible q {tuple(self.q.shape)} and k {tuple(self.k.shape)}"
             )
+        (h, d_q, k), (h_kv, d_k, _) = self.q.shape, self.k.shape
+        expected = {"q_bias": (h, k), "k_bias": (h_kv, k), "q_gain": (d_q,), "k_gain": (d_k,)}
+        for name, shape in expected.items():
+            t = getattr(self, name)
+            if t is not None and tuple(t.shape) != shape:
+                raise ValueError(f"{self.stack} layer {self.layer}: {name} is {tuple(t.shape)}, expected {shape}")
+        if self.rope is not None and self.rope.rotary_dim > k:
+            raise ValueError(f"{self.stack} layer {self.layer}: rotary dim {self.rope.rotary_dim} > head dim {k}")
+        if self.heads is not None and sorted(self.heads) != list(range(h)):
+            raise ValueError(f"{self.stack} layer {self.layer}: heads must order 0..{h - 1}, got {self.heads}")
 
     @property
     def n_heads(self) -> int:

@@ -25,6 +25,7 @@ COMMANDS = {
     # name: (module, one-line help)
     "extract": ("wqk.commands.extract", "checkpoint -> per-head Q_h, K_h Parquet"),
     "score": ("wqk.commands.score", "matrices Parquet (or any checkpoint source) -> scores Parquet"),
+    "metrics": ("wqk.commands.metrics", "list the metrics `wqk score --metrics` can compute"),
     "tiny": ("wqk.commands.tiny", "build a tiny random model of a model_type (safetensors)"),
     "fetch": ("wqk.commands.fetch", "download only what extraction needs into the cache"),
     "pin": ("wqk.commands.pin", "pin a catalogue's hub revisions to commit shas, in place"),

@@ -80,6 +80,9 @@ MATRICES_SCHEMA = pa.schema(
         *[(c, pa.int32()) for c in ("n_heads", "n_kv_heads", "d_q", "d_k", "head_dim")],
         ("dtype", pa.string()),  # the checkpoint's precision of this factor
         ("weight", pa.large_binary()),  # head_dim x d values, row-major, little-endian
+        # the layer's rotary embedding as JSON {"inv_freq": [...], "layout": ..., "context": ...}
+        # (wqk.blocks.Rope), null without one; older files lack the column
+        ("rope", pa.string()),
     ],
     metadata={
         b"wqk.matrices": b"one row per head: factor q (query heads), then k (each key head once) of a layer; "

@@ -14,11 +14,14 @@ float32 ones for ~0.6 s of CPU per GB, so float32 weights are stored uncompresse
 Written as a stream (one layer in memory at a time) to a temporary name, then renamed:
 `MatricesWriter` takes blocks as scoring consumes them (`wqk score --matrices-out`),
 `write_matrices` a whole stream (`wqk extract`). `read_blocks` gives the blocks back,
-each factor in its recorded dtype, K once per key head, as the checkpoint's store would.
+each factor in its recorded dtype, K once per key head, as the checkpoint's store would,
+with the layer's rotary embedding (column `rope`); the projections' biases and the norms'
+gains are not stored: the folded forms (wqk.folded) need the checkpoint.
 """
 
 from __future__ import annotations
 
+import json
 import queue
 import sys
 import threading
@@ -34,7 +37,7 @@ import pyarrow.parquet as pq
 import torch
 
 from .atomic import atomic_path
-from .blocks import AttentionBlock
+from .blocks import AttentionBlock, Rope
 from .contracts import MATRICES_DTYPES, MATRICES_SCHEMA, ModelInfo
 from .errors import WqkError
 
@@ -82,6 +85,12 @@ def _binary(rows: torch.Tensor) -> pa.Array:
     return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
+def _rope_json(rope: Rope | None) -> str | None:
+    if rope is None:
+        return None
+    return json.dumps({"inv_freq": list(rope.inv_freq), "layout": rope.layout, "context": rope.context})
+
+
 def block_table(info: ModelInfo, block: AttentionBlock) -> pa.Table:
     """One layer's rows: its query heads, then its key heads (each once)."""
     qt, kt = _head_rows(block.q), _head_rows(block.k)
@@ -109,6 +118,7 @@ def block_table(info: ModelInfo, block: AttentionBlock) -> pa.Table:
         "head_dim": const(block.q.shape[2], pa.int32()),
         "dtype": pa.array([DTYPE_NAMES[qt.dtype]] * h + [DTYPE_NAMES[kt.dtype]] * h_kv),
         "weight": pa.chunked_array([_binary(qt), _binary(kt)], type=pa.large_binary()),
+        "rope": const(_rope_json(block.rope), pa.string()),
     }
     return pa.table(columns, schema=MATRICES_SCHEMA)
 
@@ -273,4 +283,6 @@ def _layer_block(t: pa.Table, path) -> tuple[ModelInfo, AttentionBlock]:
 
     q = tensor("q", first["n_heads"], first["d_q"])
     kk = tensor("k", first["n_kv_heads"], first["d_k"])
-    return info, AttentionBlock(first["stack"], first["layer"], q, kk)
+    rope = json.loads(first["rope"]) if first.get("rope") else None
+    rope = Rope(tuple(rope["inv_freq"]), rope["layout"], int(rope["context"])) if rope else None
+    return info, AttentionBlock(first["stack"], first["layer"], q, kk, rope=rope)

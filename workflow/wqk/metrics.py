@@ -18,6 +18,8 @@ diag(X^T G X) = colsum((D + 2 T) X * X) for G = D + T + T^T, T strictly upper.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
@@ -198,29 +200,97 @@ def _layer_transposed(qt: torch.Tensor, kt: torch.Tensor, group: int) -> tuple[t
     return q_sum.reshape(h_kv * k, d_q), kt.reshape(h_kv * k, d_k)
 
 
-def _score_layer(qt, kt, group, n_std) -> dict:
-    qs, ks = _layer_transposed(qt, kt, group)
+@dataclass
+class LayerFactors:
+    """The layer form M = Qs Ks^T of one block (query heads summed per key head): Qs^T [W, d_q],
+    Ks^T [W, d_k], their Grams [W, W] and C = Ks^T Qs [W, W] (None when d_q != d_k).
+    W = n_kv * k, in blocks of k rows, one per key head."""
+
+    qs: torch.Tensor
+    ks: torch.Tensor
+    gram_q: torch.Tensor
+    gram_k: torch.Tensor
+    cross: torch.Tensor | None
+
+
+@dataclass
+class Factors:
+    """One block's per-head quantities on the computing device, shared by every metric:
+    Qt [H, k, d_q], Kt [H_kv, k, d_k], Grams Q_h^T Q_h [H, k, k] and K^T K [H_kv, k, k],
+    C_h = K_kv(h)^T Q_h [H, k, k] (None when d_q != d_k), bad [H]: non-finite weights
+    (zeroed in the factors). `layer()` gives the layer form's, computed once."""
+
+    qt: torch.Tensor
+    kt: torch.Tensor
+    gram_q: torch.Tensor
+    gram_k: torch.Tensor
+    cross: torch.Tensor | None
+    group: int
+    bad: torch.Tensor
+    _layer: LayerFactors | None = None
+
+    def layer(self) -> LayerFactors:
+        if self._layer is None:
+            qs, ks = _layer_transposed(self.qt, self.kt, self.group)
+            cross = ks @ qs.T if qs.shape[1] == ks.shape[1] else None
+            self._layer = LayerFactors(qs, ks, sym_gram(qs), sym_gram(ks), cross)
+        return self._layer
+
+
+def _score_layer(f: Factors, n_std) -> dict:
+    qs, ks = _layer_transposed(f.qt, f.kt, f.group)
     (width, d_q), d_k = qs.shape, ks.shape[1]
     if _dense_is_cheaper(d_q, d_k, width, qs.element_size()):
         return score_dense(qs.T @ ks, n_std)
-    cross = (ks @ qs.T)[None] if d_q == d_k else None
-    return _scores_from_grams(sym_gram(qs)[None], sym_gram(ks)[None], cross, qs[None], ks[None], n_std)
+    lf = f.layer()
+    cross = lf.cross[None] if lf.cross is not None else None
+    return _scores_from_grams(lf.gram_q[None], lf.gram_k[None], cross, lf.qs[None], lf.ks[None], n_std)
 
 
-def _score_heads(qt, kt, gram_q, gram_k, group, n_std) -> dict:
-    """Per query head from Qt [H, k, d_q], Kt [H_kv, k, d_k] and their per-head Grams."""
+def _head_cross(qt: torch.Tensor, kt: torch.Tensor) -> torch.Tensor | None:
+    """C_h = K_kv(h)^T Q_h [H, k, k], all query heads of a key head in one product."""
     (n_heads, k, d_q), (h_kv, _, d_k) = qt.shape, kt.shape
-    fro2 = (gram_q.view(h_kv, group, k, k) * gram_k[:, None]).sum((-2, -1)).view(n_heads)
-    square = d_q == d_k
-    if square:
-        # C_h = K_kv(h)^T Q_h for all query heads of a key head in one product
-        cross = (kt @ qt.view(h_kv, group * k, d_q).mT).view(h_kv, k, group, k).transpose(1, 2)
-        sym_num = (cross * cross.mT).sum((-2, -1)).reshape(n_heads)
-    else:
-        sym_num = fro2
-    row2 = quad_diag(gram_k.repeat_interleave(group, 0), qt)
-    col2 = quad_diag(gram_q, kt, group)
+    if d_q != d_k:
+        return None
+    group = n_heads // h_kv
+    return (kt @ qt.view(h_kv, group * k, d_q).mT).view(h_kv, k, group, k).transpose(1, 2).reshape(n_heads, k, k)
+
+
+def _score_heads(f: Factors, n_std) -> dict:
+    """Per query head from the block's factors."""
+    (n_heads, k, _), h_kv = f.qt.shape, f.kt.shape[0]
+    fro2 = (f.gram_q.view(h_kv, f.group, k, k) * f.gram_k[:, None]).sum((-2, -1)).view(n_heads)
+    square = f.cross is not None
+    sym_num = (f.cross * f.cross.mT).sum((-2, -1)) if square else fro2
+    row2 = quad_diag(f.gram_k.repeat_interleave(f.group, 0), f.qt)
+    col2 = quad_diag(f.gram_q, f.kt, f.group)
     return _finish(fro2, sym_num, row2, col2, n_std, square)
+
+
+def block_factors(block: AttentionBlock, device: torch.device, dtype: torch.dtype = torch.float32) -> Factors:
+    """A block's factors on device in dtype; non-finite weights zeroed and flagged."""
+    group = block.group_size
+    # nn.Linear weights arrive as views [H, d, k] of [H*k, d]: these transposes are free
+    qt = _aligned(block.q.to(device=device, dtype=dtype).mT)
+    kt = _aligned(block.k.to(device=device, dtype=dtype).mT)
+    gram_q, gram_k = sym_gram(qt), sym_gram(kt)
+    bad = (_suspect(gram_q).view(-1, group) | _suspect(gram_k)[:, None]).flatten()
+    if bad.any():
+        bad = (_nonfinite(qt).view(-1, group) | _nonfinite(kt)[:, None]).flatten()
+        if bad.any():
+            qt, kt = _finite(qt), _finite(kt)
+            gram_q, gram_k = sym_gram(qt), sym_gram(kt)
+    return Factors(qt, kt, gram_q, gram_k, _head_cross(qt, kt), group, bad)
+
+
+def paper_scores(f: Factors, n_std: float = 2.0, zero_directionality: bool = False) -> tuple[dict, dict]:
+    """(per-head scores [H], per-layer scores [1]) of a block's factors: the paper's two."""
+    per_head = _flag(_score_heads(f, n_std), f.bad)
+    per_layer = _flag(_score_layer(f, n_std), f.bad.any()[None])
+    if zero_directionality:
+        for out in (per_head, per_layer):
+            out["directionality"] = np.where(np.isnan(out["directionality"]), 0.0, out["directionality"])
+    return per_head, per_layer
 
 
 def score_block(
@@ -235,23 +305,7 @@ def score_block(
     Computation runs in `dtype` on `device`; results come back as float64 numpy arrays.
     zero_directionality: directionality 0 where it is otherwise NaN (M = 0, non-finite
     weights), as the authors' code gives whenever no norm exceeds its threshold (wqk.authors).
+    The metrics beyond the paper's two: wqk.metric_registry.
     """
-    dev = resolve_device(device)
-    group = block.group_size
     with torch.no_grad():
-        # nn.Linear weights arrive as views [H, d, k] of [H*k, d]: these transposes are free
-        qt = _aligned(block.q.to(device=dev, dtype=dtype).mT)
-        kt = _aligned(block.k.to(device=dev, dtype=dtype).mT)
-        gram_q, gram_k = sym_gram(qt), sym_gram(kt)
-        bad = (_suspect(gram_q).view(-1, group) | _suspect(gram_k)[:, None]).flatten()
-        if bad.any():
-            bad = (_nonfinite(qt).view(-1, group) | _nonfinite(kt)[:, None]).flatten()
-            if bad.any():
-                qt, kt = _finite(qt), _finite(kt)
-                gram_q, gram_k = sym_gram(qt), sym_gram(kt)
-        per_head = _flag(_score_heads(qt, kt, gram_q, gram_k, group, n_std), bad)
-        per_layer = _flag(_score_layer(qt, kt, group, n_std), bad.any()[None])
-    if zero_directionality:
-        for out in (per_head, per_layer):
-            out["directionality"] = np.where(np.isnan(out["directionality"]), 0.0, out["directionality"])
-    return per_head, per_layer
+        return paper_scores(block_factors(block, resolve_device(device), dtype), n_std, zero_directionality)

@@ -28,6 +28,7 @@ import torch
 from .blocks import AttentionBlock
 from .contracts import NULL_SUFFIX, ModelInfo, stack_rank
 from .errors import WqkError
+from .metric_registry import metrics_of_columns
 from .progress import bar
 from .score_table import score_table, to_frame
 
@@ -84,14 +85,18 @@ def layer_shapes(scores) -> list[dict]:
 
 
 def null_table(
-    scores, seed: int = 0, device: str = "cpu", progress: bool = False, all_layers: bool = False
+    scores, seed: int = 0, device: str = "cpu", progress: bool = False, all_layers: bool = False, metrics=None
 ) -> pa.Table:
     """Scores-contract rows (a pyarrow table) for random Q, K with the shapes of `scores`
-    (one model's scores: a pyarrow table or a DataFrame)."""
+    (one model's scores: a pyarrow table or a DataFrame). metrics: as score_table takes
+    them; None: those whose columns `scores` holds (random blocks have no rotary embedding,
+    gain or bias: those metrics give nothing)."""
+    have = scores.column_names if isinstance(scores, pa.Table) else list(scores.columns)
+    if metrics is None:
+        metrics = metrics_of_columns(have)
     models = sorted(set(_columns(scores, ("model",))["model"]))
     if len(models) != 1:
         raise WqkError(f"a null reference is per model; the scores hold {len(models)} models: {models[:5]}")
-    have = scores.column_names if isinstance(scores, pa.Table) else list(scores.columns)
     model_type = _columns(scores, ("model_type",))["model_type"][0] if "model_type" in have else ""
     info = ModelInfo(
         model=f"{models[0]}{NULL_SUFFIX}",
@@ -111,10 +116,12 @@ def null_table(
     chosen.sort(key=lambda s: (stack_rank(s["stack"]), s["stack"], int(s["layer"])))  # the scores' row order
     # one layer at a time, each drawn here: score_table never calls back into this module
     tables = [
-        score_table([(info, random_block(s["stack"], s["layer"], s, seed))], device=device, progress=False)
+        score_table(
+            [(info, random_block(s["stack"], s["layer"], s, seed))], device=device, progress=False, metrics=metrics
+        )
         for s in bar(chosen, enabled=progress, desc="null reference", unit="layer")
     ]
-    table = pa.concat_tables(tables) if tables else score_table([], device=device, progress=False)
+    table = pa.concat_tables(tables) if tables else score_table([], device=device, progress=False, metrics=metrics)
     # n_layers is the model's: the null draws some of its layers, at their own depths
     depth = {}
     for s in shapes:  # the scores' own n_layers, else the number of layers they hold
@@ -123,8 +130,6 @@ def null_table(
     return table.set_column(table.schema.get_field_index("n_layers"), "n_layers", n_layers)
 
 
-def null_scores(
-    scores: pd.DataFrame, seed: int = 0, device: str = "cpu", progress: bool = False, all_layers: bool = False
-) -> pd.DataFrame:
-    """`null_table` as a DataFrame (head as nullable Int32)."""
-    return to_frame(null_table(scores, seed=seed, device=device, progress=progress, all_layers=all_layers))
+def null_scores(scores: pd.DataFrame, **options) -> pd.DataFrame:
+    """`null_table` (same options) as a DataFrame (head as nullable Int32)."""
+    return to_frame(null_table(scores, **options))

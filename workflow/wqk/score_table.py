@@ -19,9 +19,8 @@ import pyarrow.parquet as pq
 
 from .atomic import atomic_path
 from .blocks import AttentionBlock
-from .contracts import SCORE_FIELDS as FIELDS
 from .contracts import SCORES_SCHEMA, ModelInfo, resolve_device, stack_rank
-from .metrics import score_block
+from .metric_registry import PAPER, column_order, measure_block, select
 from .progress import bar
 
 if TYPE_CHECKING:
@@ -47,8 +46,9 @@ def _rows(info: ModelInfo, block: AttentionBlock, scores: dict, heads: list) -> 
         "d_k": block.k.shape[1],
         "head_dim": block.q.shape[2],
     }
+    columns = [c for c in scores if c != "reason"]
     return [
-        {**base, "head": h, **{f: float(scores[f][i]) for f in FIELDS}, "reason": scores["reason"][i]}
+        {**base, "head": h, **{c: float(scores[c][i]) for c in columns}, "reason": scores["reason"][i]}
         for i, h in enumerate(heads)
     ]
 
@@ -59,19 +59,28 @@ def score_table(
     n_std: float = 2.0,
     progress: bool = True,
     method: str = "exact",
+    metrics="default",
+    rotary_offsets=None,
 ) -> pa.Table:
     """Per-layer and per-head scores of every block, sorted by stack, layer, head.
     progress: a bar on a terminal (the rules in wqk.progress); False: never.
-    method "authors" (blocks from wqk.authors): directionality 0 where it would be NaN, and
-    the method recorded in the table's schema metadata (b"wqk.method"); "exact" adds none."""
+    metrics: what wqk.metric_registry.select takes ("default": the cheap ones); their
+    columns follow the contract's, NaN where a block has none (e.g. no rotary embedding).
+    rotary_offsets: the offsets of rotary_symmetry (None: powers of two below the context).
+    method "authors" (blocks from wqk.authors): the paper's two only, directionality 0
+    where it would be NaN, and the method recorded in the table's schema metadata
+    (b"wqk.method"); "exact" adds none."""
     if method not in ("exact", "authors"):
         raise ValueError(f"method must be exact or authors, not {method!r}")
+    chosen = PAPER if method == "authors" else select(metrics)
     dev = resolve_device(device)
     rows: list[dict] = []
     for info, block in bar(items, enabled=progress, desc="scoring layers", unit="layer"):
-        per_head, per_layer = score_block(block, dev, n_std, zero_directionality=method == "authors")
+        per_head, per_layer = measure_block(
+            block, chosen, dev, n_std, zero_directionality=method == "authors", rotary_offsets=rotary_offsets
+        )
         rows += _rows(info, block, per_layer, [None])
-        rows += _rows(info, block, per_head, list(range(block.n_heads)))
+        rows += _rows(info, block, per_head, list(block.heads or range(block.n_heads)))
     table = to_table(rows)
     return table if method == "exact" else table.replace_schema_metadata({METHOD_KEY: method.encode()})
 
@@ -84,13 +93,23 @@ def to_table(rows: list[dict]) -> pa.Table:
         rows,
         key=lambda r: (stack_rank(r["stack"]), r["stack"], r["layer"], r["head"] is not None, r["head"] or 0),
     )
-    columns = {c: [r.get(c) for r in rows] for c in COLUMNS if c != "n_layers"}
+    schema = scores_schema({c for r in rows for c in r})
+    columns = {c: [r.get(c) for r in rows] for c in schema.names if c != "n_layers"}
+    for c in schema.names[len(COLUMNS) :]:  # a metric a block has not: NaN, as in the contract's
+        columns[c] = [np.nan if v is None else v for v in columns[c]]
     columns["n_layers"] = [len(layers[s]) for s in columns["stack"]]
-    return _table(columns)
+    return _table(columns, schema)
 
 
-def _table(columns: dict[str, list]) -> pa.Table:
-    return pa.Table.from_arrays([_column(columns[f.name], f.type) for f in SCHEMA], schema=SCHEMA)
+def scores_schema(columns) -> pa.Schema:
+    """The contract's columns, then the metric columns among `columns` (float64), in the
+    registry's order."""
+    extra = sorted(set(columns) - set(COLUMNS), key=column_order)
+    return pa.schema([*SCHEMA, *[(c, pa.float64()) for c in extra]])
+
+
+def _table(columns: dict[str, list], schema: pa.Schema = SCHEMA) -> pa.Table:
+    return pa.Table.from_arrays([_column(columns[f.name], f.type) for f in schema], schema=schema)
 
 
 def _from_frame(df: pd.DataFrame) -> pa.Table:
@@ -98,11 +117,12 @@ def _from_frame(df: pd.DataFrame) -> pa.Table:
     NaN (pyarrow's own conversion would turn them into nulls)."""
     import pandas as pd
 
+    schema = scores_schema(df.columns)
     columns = {}
-    for f in SCHEMA:
+    for f in schema:
         values = df[f.name].tolist()
         columns[f.name] = values if f.type == pa.float64() else [None if pd.isna(v) else v for v in values]
-    return _table(columns)
+    return _table(columns, schema)
 
 
 _NUMPY = {pa.int32(): np.int32, pa.float64(): np.float64}

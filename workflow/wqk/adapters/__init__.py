@@ -104,7 +104,11 @@ def model_blocks(
     stream is consumed. A config with "wqk_synthetic": true (tiny random models built by
     `wqk tiny`) marks the model synthetic whatever the caller says. provenance: default the
     checkpoint's own (its revision, else the hash of its weights), taken after the adapter
-    is found, so that an unsupported model fails before its weights are hashed."""
+    is found, so that an unsupported model fails before its weights are hashed. The blocks
+    carry the q/k biases, pre-norm gains and rotary embedding where the model has them
+    (extras.with_extras: a few small tensors per layer, rope computed once per model)."""
+    from .extras import with_extras
+
     adapter = get_adapter(ckpt.model_type, ckpt.model_id)
     info = ModelInfo(
         model=name or ckpt.model_id,
@@ -113,4 +117,4 @@ def model_blocks(
         model_type=ckpt.model_type,
         synthetic=bool(synthetic or ckpt.config.get("wqk_synthetic", False)),
     )
-    return info, adapter(ckpt)
+    return info, with_extras(ckpt, adapter(ckpt))

@@ -8,7 +8,10 @@ reference (wqk.null) of the scored shapes. That is the workflow's one job per mo
 --method authors scores what the paper authors' code computed, mistakes included
 (wqk.authors), from a checkpoint source only; the default, exact, is the correct method.
 --authors-out writes those scores too, next to the exact ones (the workflow's validation
-proves the paper's errata with them).
+proves the paper's errata with them); where the authors' blocks are the exact ones (no
+fused qkv, no grouped-query layer) they are derived from the exact scores, else scored anew.
+--metrics selects the metrics beyond the paper's two (wqk.metric_registry; `wqk metrics`
+lists them): "default" the cheap ones, "all", or names; the paper's two always.
 """
 
 import itertools
@@ -32,6 +35,15 @@ def add_arguments(p):
         "--authors-out", help="also write the scores of the authors' method (--method authors) of the same checkpoint"
     )
     p.add_argument(
+        "--metrics",
+        default="default",
+        help="comma-separated metric names, 'default' (the cheap ones) or 'all'; `wqk metrics` lists them",
+    )
+    p.add_argument(
+        "--rotary-offsets",
+        help="comma-separated position offsets of rotary_symmetry (default: 0 and powers of two below the context)",
+    )
+    p.add_argument(
         "--method",
         choices=("exact", "authors"),
         default="exact",
@@ -43,6 +55,8 @@ def run(args):
     from ..atomic import check_writable
     from ..contracts import resolve_device
     from ..errors import WqkError
+
+    metrics, offsets = _metric_options(args)
 
     # every output is checked before the work, not found unwritable after it
     out = check_writable(args.out)
@@ -88,7 +102,9 @@ def run(args):
             info, blocks = _blocks(found, args.name, args.synthetic, args.method)
             # the stream is consumed by score_table: nothing in it calls back into this module
             items = writer.tee(info, blocks) if writer else zip(itertools.repeat(info), blocks)
-        table = score_table(items, device=device, n_std=args.n_std, method=args.method)
+        table = score_table(
+            items, device=device, n_std=args.n_std, method=args.method, metrics=metrics, rotary_offsets=offsets
+        )
     n_layers = table.column("scope").to_pylist().count("layer")
     timing = [f"scored {n_layers} layers in {time.perf_counter() - t0:.2f} s"]
     if writer is not None:
@@ -98,20 +114,46 @@ def run(args):
         from ..null import null_table
 
         t1 = time.perf_counter()
-        write_scores(null_table(table, seed=args.null_seed, device=device), args.null_out)
+        write_scores(null_table(table, seed=args.null_seed, device=device, metrics=metrics), args.null_out)
         timing.append(f"null reference in {time.perf_counter() - t1:.2f} s")
     if args.authors_out:
         t1 = time.perf_counter()
-        info, blocks = _blocks(found, args.name, args.synthetic, "authors")
-        authors_table = score_table(
-            zip(itertools.repeat(info), blocks), device=device, n_std=args.n_std, method="authors"
-        )
-        write_scores(authors_table, args.authors_out)
+        write_scores(_authors_table(found, args, table, device), args.authors_out)
         timing.append(f"the authors' method in {time.perf_counter() - t1:.2f} s")
     print("wqk score: " + "; ".join(timing), file=sys.stderr)
     if not args.quiet:
         print(layer_table(table))
     return 0
+
+
+def _authors_table(found, args, exact, device):
+    """The authors' method's scores: derived from the exact ones where its blocks are the
+    same, else scored from its own blocks."""
+    from ..authors import from_exact, open_authors
+    from ..checkpoints import open_checkpoint
+    from ..score_table import METHOD_KEY, score_table, to_table
+
+    ckpt = open_checkpoint(found)
+    rows = from_exact(ckpt, exact.to_pylist())
+    if rows is not None:
+        return to_table(rows).replace_schema_metadata({METHOD_KEY: b"authors"})
+    info, blocks = open_authors(ckpt, args.name, args.synthetic)
+    return score_table(zip(itertools.repeat(info), blocks), device=device, n_std=args.n_std, method="authors")
+
+
+def _metric_options(args):
+    from ..errors import WqkError
+    from ..metric_registry import select
+
+    offsets = None
+    if args.rotary_offsets:
+        try:
+            offsets = sorted({int(d) for d in args.rotary_offsets.split(",") if d.strip()})
+        except ValueError:
+            raise WqkError(f"--rotary-offsets takes comma-separated integers, not {args.rotary_offsets!r}") from None
+        if not offsets or offsets[0] < 0:
+            raise WqkError(f"--rotary-offsets must be integers >= 0, got {args.rotary_offsets!r}")
+    return select(args.metrics), offsets
 
 
 def _blocks(found, name, synthetic, method: str):
