@@ -449,9 +449,14 @@ def _quiet_transformers():
 PLAIN = ("llama", "mistral", "mixtral")
 
 
-def _plain_rope(cfg: dict) -> tuple[tuple[float, ...], str, int] | None:
-    """(inv_freq, layout, context) of an unscaled Llama-family rope, computed as transformers'
-    default rope init does (float32); None when the config has scaling (transformers then)."""
+def _default_inv_freq(base: float, dim: int) -> torch.Tensor:
+    """transformers' default rope frequencies (float32): base^(-2p/dim) for the pairs p of dim."""
+    return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+
+
+def _plain_rope(cfg: dict) -> tuple[torch.Tensor, int] | None:
+    """(inv_freq, context) of an unscaled Llama-family rope, as transformers' default rope init
+    computes it; None when the config has scaling (transformers then)."""
     params = cfg.get("rope_parameters") or {}
     scaling = cfg.get("rope_scaling") or {}
     kind = scaling.get("rope_type", scaling.get("type")) if scaling else params.get("rope_type", "default")
@@ -461,8 +466,7 @@ def _plain_rope(cfg: dict) -> tuple[tuple[float, ...], str, int] | None:
     base = float(params.get("rope_theta", cfg.get("rope_theta", 10000.0)))
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
     dim = int(head_dim * params.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0)))
-    inv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
-    return tuple(float(f) for f in inv.tolist()), "half", int(cfg.get("max_position_embeddings", 2048))
+    return _default_inv_freq(base, dim), int(cfg.get("max_position_embeddings", 2048))
 
 
 class _Rope:
@@ -475,6 +479,8 @@ class _Rope:
         self.ropes: dict[str | None, Rope] = {}
 
     def _load(self) -> None:
+        if self.config is not None:
+            return
         import transformers
 
         site = self.site
@@ -496,24 +502,31 @@ class _Rope:
     def __call__(self, block: AttentionBlock) -> Rope | None:
         if block.stack != self.site.stack:
             return None
-        if None not in self.ropes and self.site.family in PLAIN and (plain := _plain_rope(self.ckpt.config)):
-            self.ropes[None] = Rope(*plain)  # importing transformers would take longer than scoring a small model
-        if None in self.ropes and self.config is None:
-            return self.ropes[None]
-        if self.config is None:
-            self._load()
-        layer_types = getattr(self.config, "layer_types", None) if self.site.family == "modernbert" else None
-        key = layer_types[block.layer] if layer_types else None
+        key = self._layer_type(block.layer)
         if key not in self.ropes:
-            self.ropes[key] = Rope(
-                tuple(float(f) for f in self._inv_freq(key).tolist()), self.site.layout, self._context()
-            )
+            self.ropes[key] = self._rope(key)
         return self.ropes[key]
+
+    def _layer_type(self, layer: int) -> str | None:
+        """ModernBERT's "full_attention" / "sliding_attention" (their own thetas); None elsewhere."""
+        if self.site.family != "modernbert":
+            return None
+        self._load()
+        layer_types = getattr(self.config, "layer_types", None)
+        return layer_types[layer] if layer_types else None
+
+    def _rope(self, layer_type: str | None) -> Rope:
+        # an unscaled Llama-family rope by hand: importing transformers takes longer than scoring a small model
+        if self.site.family in PLAIN and (plain := _plain_rope(self.ckpt.config)) is not None:
+            inv_freq, context = plain
+        else:
+            self._load()
+            inv_freq, context = self._inv_freq(layer_type), self._context()
+        return Rope(tuple(float(f) for f in inv_freq.tolist()), self.site.layout, context)
 
     def _inv_freq(self, layer_type: str | None) -> torch.Tensor:
         if self.rotary is None:  # GPT-J: GPTJRotaryEmbedding's create_sinusoidal_positions, base 10000
-            dim = self.config.rotary_dim or self.config.hidden_size
-            return 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.int64) / dim))
+            return _default_inv_freq(10000.0, self.config.rotary_dim or self.config.hidden_size)
         name = f"{layer_type}_inv_freq" if layer_type else "inv_freq"
         if not hasattr(self.rotary, name):
             raise CorruptCheckpoint(
