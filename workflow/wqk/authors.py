@@ -76,16 +76,27 @@ def authors_blocks(ckpt: Checkpoint, blocks: Iterable[AttentionBlock]) -> Iterat
     if mt in FUSED:
         yield from _fused_blocks(ckpt, *FUSED[mt])
         return
-    limits = _layer_limits(ckpt)
+    place = _placement(ckpt)
     for b in blocks:
-        if mt in MUSICGEN:
-            if b.stack == "decoder":
-                continue
-            if b.stack == "cross":
-                b = AttentionBlock("decoder", b.layer, b.q, b.k)
-        if b.layer >= limits.get(b.stack, b.layer + 1):
-            continue
-        yield _tiled(b)
+        stack = place(b.stack, b.layer)
+        if stack is not None:
+            yield _tiled(b if stack == b.stack else AttentionBlock(stack, b.layer, b.q, b.k))
+
+
+def _placement(ckpt: Checkpoint):
+    """(stack, layer) of an exact block -> the stack the authors' code filed it under, or None
+    where their code did not read it: MusicGen's cross-attention as its "decoder" (the
+    self-attention dropped), layers past the authors' counts dropped (_layer_limits)."""
+    musicgen, limits = ckpt.model_type in MUSICGEN, _layer_limits(ckpt)
+
+    def place(stack: str, layer: int) -> str | None:
+        if musicgen:
+            if stack == "decoder":
+                return None
+            stack = "decoder" if stack == "cross" else stack
+        return stack if layer < limits.get(stack, layer + 1) else None
+
+    return place
 
 
 def _tiled(b: AttentionBlock) -> AttentionBlock:
@@ -103,15 +114,11 @@ def from_exact(ckpt: Checkpoint, exact: list[dict]) -> list[dict] | None:
     where the authors' method must score blocks of its own."""
     if ckpt.model_type in FUSED or any(1 < r["n_kv_heads"] < r["n_heads"] for r in exact):
         return None
-    limits = _layer_limits(ckpt)
+    place = _placement(ckpt)
     rows = []
     for r in exact:
-        stack = r["stack"]
-        if ckpt.model_type in MUSICGEN:
-            if stack == "decoder":
-                continue
-            stack = "decoder" if stack == "cross" else stack
-        if r["layer"] >= limits.get(stack, r["layer"] + 1):
+        stack = place(r["stack"], r["layer"])
+        if stack is None:
             continue
         row = {c: v for c, v in r.items() if c in BASE} | {"stack": stack}
         if row["directionality"] != row["directionality"]:
