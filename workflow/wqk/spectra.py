@@ -39,10 +39,31 @@ def sqrt_factor(g: torch.Tensor) -> torch.Tensor:
 def spectra(gram_q: torch.Tensor, gram_k: torch.Tensor, cross: torch.Tensor | None) -> dict[str, np.ndarray]:
     """The five columns for a batch of forms from G_q, G_k [B, k, k] and C [B, k, k] (None:
     non-square M, whose eigenvalues and symmetric part are undefined)."""
-    dtype = gram_q.dtype
     gq, gk = gram_q.double(), gram_k.double()
     low = sqrt_factor(gq)
-    s2 = torch.linalg.eigvalsh(low.mT @ gk @ low).clamp_min(0)
+    s2 = torch.linalg.eigvalsh(low.mT @ gk @ low)
+    if cross is None:
+        return _columns(s2, None, None)
+    c = cross.double()
+    k = gq.shape[-1]
+    low_f = sqrt_factor(torch.cat([torch.cat([gq, c.mT], -1), torch.cat([c, gk], -1)], -2))
+    swapped = torch.cat([low_f[..., k:, :], low_f[..., :k, :]], -2)  # J L_F
+    half = low_f.mT @ swapped
+    mu = torch.linalg.eigvalsh(((half + half.mT) / 4).to(gram_q.dtype))
+    return _columns(s2, torch.linalg.eigvals(cross), mu)
+
+
+def dense_spectra(m: torch.Tensor) -> dict[str, np.ndarray]:
+    """The five columns of explicit square forms M [B, d, d]: cheaper than the factored route
+    when d is at most the factors' width (a layer of multi-head attention: W = d)."""
+    s2 = torch.linalg.svdvals(m.double()) ** 2
+    return _columns(s2, torch.linalg.eigvals(m), torch.linalg.eigvalsh((m + m.mT) / 2))
+
+
+def _columns(s2: torch.Tensor, lam: torch.Tensor | None, mu: torch.Tensor | None) -> dict[str, np.ndarray]:
+    """The columns from the squared singular values [B, n], the eigenvalues of M and those of
+    its symmetric part (None: non-square M); NaN for M = 0."""
+    s2 = s2.double().clamp_min(0)
     top = s2.amax(-1)
     defined = top > 0
     safe_top = torch.where(defined, top, 1.0)
@@ -50,21 +71,15 @@ def spectra(gram_q: torch.Tensor, gram_k: torch.Tensor, cross: torch.Tensor | No
     p = sigma / torch.where(defined, sigma.sum(-1), 1.0)[..., None]
     entropy = -torch.where(p > 0, p * p.log(), 0.0).sum(-1)
     out = {"stable_rank": s2.sum(-1) / safe_top, "effective_rank": entropy.exp()}
-    nan = torch.full_like(top, torch.nan)
-    if cross is None:
+    if lam is None:
+        nan = torch.full_like(top, torch.nan)
         out |= {"spectral_radius": nan, "real_eig_share": nan, "sym_positive_share": nan}
     else:
-        c = cross.double()
-        lam = torch.linalg.eigvals(cross).to(torch.complex128)
+        lam, mu = lam.to(torch.complex128), mu.double()
         mod = lam.abs()
         real = lam.imag.abs() <= REAL_TOL * mod
         out["spectral_radius"] = mod.amax(-1) / safe_top.sqrt()
         out["real_eig_share"] = (mod * real).sum(-1) / torch.where(defined, mod.sum(-1), 1.0)
-        k = gq.shape[-1]
-        low_f = sqrt_factor(torch.cat([torch.cat([gq, c.mT], -1), torch.cat([c, gk], -1)], -2))
-        swapped = torch.cat([low_f[..., k:, :], low_f[..., :k, :]], -2)  # J L_F
-        half = low_f.mT @ swapped
-        mu = torch.linalg.eigvalsh(((half + half.mT) / 4).to(dtype)).double()
         out["sym_positive_share"] = mu.clamp_min(0).sum(-1) / torch.where(defined, mu.abs().sum(-1), 1.0)
     return {name: torch.where(defined, v, torch.nan).cpu().numpy().astype(np.float64) for name, v in out.items()}
 
@@ -91,5 +106,8 @@ def head_spectra(ctx: Context):
 )
 def layer_spectra(ctx: Context):
     lf = ctx.factors.layer()
+    (width, d_q), d_k = lf.qs.shape, lf.ks.shape[1]
+    if d_q == d_k <= width:  # multi-head attention: M itself is no wider than its factors
+        return {}, dense_spectra((lf.qs.T @ lf.ks)[None])
     cross = lf.cross[None] if lf.cross is not None else None
     return {}, spectra(lf.gram_q[None], lf.gram_k[None], cross)
