@@ -75,6 +75,11 @@ def label(objective: str, synthetic: bool = False) -> str:
     return f"{objective} (synthetic)" if synthetic else objective
 
 
+def stack_list(stacks: str) -> list[str]:
+    """The stacks a figure's `stacks` parameter names ("encoder,decoder")."""
+    return [s.strip() for s in str(stacks).split(",")]
+
+
 def no_data(ax, text: str = "no models") -> None:
     """Mark an empty panel instead of failing: e.g. a quick start without vision models."""
     ax.text(0.5, 0.72, text, transform=ax.transAxes, ha="center", va="center", color="0.35",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import DOUBLE, OBJECTIVE_ORDER, colour, label, new_figure, no_data, score_axis, style
+from . import DOUBLE, OBJECTIVE_ORDER, colour, label, new_figure, no_data, score_axis, stack_list, style
 
 METRICS = ("symmetry", "directionality")
 
@@ -34,7 +34,7 @@ def draw(
     data: dict, modality: str | None = None, stacks: str = "encoder,decoder", bins: int = 10, width=DOUBLE, height=2.4
 ):
     df = data["layers"]
-    df = df[df["stack"].isin([s.strip() for s in str(stacks).split(",")])]
+    df = df[df["stack"].isin(stack_list(stacks))]
     if modality:
         df = df[df["modality"] == modality]
     order = {o: i for i, o in enumerate(OBJECTIVE_ORDER)}

@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.patches import Patch
 
 from ..contracts import MODALITIES
-from . import DOUBLE, OBJECTIVE_ORDER, colour, label, new_figure, no_data, score_axis, style
+from . import DOUBLE, OBJECTIVE_ORDER, colour, label, new_figure, no_data, score_axis, stack_list, style
 
 METRICS = ("symmetry", "directionality")
 
@@ -29,7 +29,7 @@ def groups(heads, stacks):
 
 
 def draw(data: dict, stacks: str = "encoder,decoder", max_points: int = 300, width=DOUBLE, height=2.6):
-    df, keys = groups(data["heads"], [s.strip() for s in str(stacks).split(",")])
+    df, keys = groups(data["heads"], stack_list(stacks))
     with style():
         fig, axes = new_figure(width, height, ncols=2)
         for ax, metric in zip(axes[0], METRICS):

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from . import OBJECTIVE_ORDER, SINGLE, colour, label, new_figure, no_data, score_axis, style
+from . import OBJECTIVE_ORDER, SINGLE, colour, label, new_figure, no_data, score_axis, stack_list, style
 
 COLUMN = re.compile(r"head_rotary_symmetry_d(\d+)_median")
 EMPTY = "no rotary models in this run"
@@ -30,7 +30,7 @@ def curves(models: pd.DataFrame, stacks: str = "encoder,decoder") -> tuple[np.nd
     their values in columns named by d)."""
     cols = {int(m.group(1)): c for c in models.columns if (m := COLUMN.fullmatch(c))}
     offsets = np.array(sorted(cols), dtype=np.int64)
-    df = models[models["stack"].isin([s.strip() for s in str(stacks).split(",")])]
+    df = models[models["stack"].isin(stack_list(stacks))]
     values = df[[cols[d] for d in offsets]].to_numpy(float) if offsets.size else np.empty((len(df), 0))
     keep = np.isfinite(values).any(axis=1)
     out = df.loc[keep, ["model", "stack", "objective", "synthetic"]].reset_index(drop=True)
@@ -92,5 +92,5 @@ def draw(data: dict, stacks: str = "encoder,decoder", width: float = SINGLE, hei
                 [], [], color=colour(objective), lw=1.8, label=f"{objective}: median (n={len(g)})"
             )
         ordered = [handles[k] for k in sorted(handles, key=lambda k: (k[0], k[1], k[2], len(k)))]
-        fig.legend(handles=ordered, loc="outside lower center", ncols=2)
+        fig.legend(handles=ordered, loc="outside lower center", ncols=1)  # two columns ran past the edges
     return fig

@@ -24,7 +24,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..contracts import CROSS, MODALITIES
-from . import DOUBLE, NULL_COLOUR, OBJECTIVE_ORDER, OTHER, colour, new_figure, no_data, style
+from . import DOUBLE, NULL_COLOUR, OBJECTIVE_ORDER, OTHER, colour, new_figure, no_data, stack_list, style
 
 # metric -> (panel title, y label, fixed y range or None)
 METRICS = {
@@ -46,7 +46,7 @@ def group_colour(group: str) -> str:
 
 
 def select(models: pd.DataFrame, stacks: str) -> pd.DataFrame:
-    df = models[models["stack"].isin([s.strip() for s in str(stacks).split(",")])]
+    df = models[models["stack"].isin(stack_list(stacks))]
     return df.reset_index(drop=True)
 
 
