@@ -61,6 +61,7 @@ What the model must allow (and what to do otherwise):
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -86,13 +87,20 @@ class Call:
     softmax_inputs: list[torch.Tensor] = field(default_factory=list)
 
 
+# learned relative-position tables added to the scores (T5, DeBERTa, WavLM, SpeechT5, BEiT/Swin, SAM)
+POSITION_TABLES = re.compile(
+    r"relative_attention_bias|relative_position_bias_table|rel_embeddings\.weight|rel_attn_embed\.weight"
+    r"|rel_pos_[hw]$|pe_k\.weight"
+)
+
+
 def prepare(model: torch.nn.Module, dtype: torch.dtype = torch.float64) -> torch.nn.Module:
     """Eval mode, dtype (float64: tolerance near machine precision), biases and learned
-    relative position biases zeroed. Returns the model (changed in place)."""
+    relative position tables (POSITION_TABLES) zeroed. Returns the model (changed in place)."""
     model.eval().to(dtype)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith(".bias") or "relative_attention_bias" in name:
+            if name.endswith(".bias") or POSITION_TABLES.search(name):
                 p.zero_()
     return model
 
@@ -107,7 +115,7 @@ def load_for_check(folder, architecture: str | None = None, dtype: torch.dtype =
 
     cfg = json.loads((Path(folder) / "config.json").read_text())
     cls = getattr(transformers, architecture or cfg["architectures"][0])
-    model = cls.from_pretrained(folder, attn_implementation="eager")
+    model = cls.from_pretrained(folder, attn_implementation="eager", experts_implementation="eager")
     return prepare(model, dtype)
 
 
@@ -190,6 +198,25 @@ def expected_scores(block: AttentionBlock, x: torch.Tensor, y: torch.Tensor, sca
     q = torch.einsum("bid,hdk->bhik", x.double(), block.q.double())
     k = torch.einsum("bjd,hdk->bhjk", y.double(), block.k_per_query_head().double())
     return scale * q @ k.transpose(-1, -2)
+
+
+def rotated_scores(q: torch.Tensor, k: torch.Tensor, rope) -> torch.Tensor:
+    """sum over dims of q_i R(j - i) k_j for q, k [B, H, T, k] (float64): R rotates each rotary
+    pair (a_p, b_p) of a Rope by the angle (j - i) * inv_freq[p], (v_a, v_b) -> (c v_a - s v_b,
+    s v_a + c v_b); pairs (p, p + r/2) for layout "half", (2p, 2p + 1) for "interleaved"; the
+    dims past the rotary dim r are not rotated."""
+    n = len(rope.inv_freq)
+    a = torch.arange(n) if rope.layout == "half" else 2 * torch.arange(n)
+    b = a + n if rope.layout == "half" else a + 1
+    rest = torch.arange(2 * n, q.shape[-1])
+    tq, tk = q.shape[2], k.shape[2]
+    offset = (torch.arange(tk)[None, :] - torch.arange(tq)[:, None]).to(torch.float64)  # [i, j] -> j - i
+    angle = offset[..., None] * torch.tensor(rope.inv_freq, dtype=torch.float64)  # [Tq, Tk, n]
+    c, s = angle.cos(), angle.sin()
+    qa, qb = q[..., a][:, :, :, None], q[..., b][:, :, :, None]  # [B, H, Tq, 1, n]
+    ka, kb = k[..., a][:, :, None], k[..., b][:, :, None]  # [B, H, 1, Tk, n]
+    rotary = (qa * (c * ka - s * kb) + qb * (s * ka + c * kb)).sum(-1)
+    return rotary + q[..., rest] @ k[..., rest].transpose(-1, -2)
 
 
 def _scores_of(call: Call, shape: tuple) -> torch.Tensor:

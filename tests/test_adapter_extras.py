@@ -1,4 +1,4 @@
-"""The blocks' extras (wqk.adapters.extras, through wqk.adapters.model_blocks): q/k biases,
+"""The blocks' extras (wqk.adapters.reader, through wqk.adapters.model_blocks): q/k biases,
 pre-norm gains and rotary embeddings.
 
 1. For every covered family, a tiny random model (every parameter drawn at random, so that
@@ -32,13 +32,12 @@ import transformers as tf
 from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).parent))
-from adapter_check import capture_many
-from tiny_zoo import TINY_MORE
-from wqk.adapters import model_blocks
-from wqk.adapters.extras import with_extras
+from adapter_check import capture_many, rotated_scores
+from tiny_zoo import tiny_config
+from wqk.adapters import get_record, model_blocks
+from wqk.adapters.reader import with_extras
 from wqk.blocks import AttentionBlock, Rope
 from wqk.checkpoints import open_checkpoint
-from wqk.tiny import TINY_CONFIGS
 
 F64 = torch.float64
 
@@ -55,7 +54,7 @@ def _randomise(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
 
 
 def _model(model_type: str, cls: str, **over) -> torch.nn.Module:
-    kw = {**(TINY_CONFIGS.get(model_type) or TINY_MORE.get(model_type, {})), **over}
+    kw = {**tiny_config(model_type), **over}
     config = tf.AutoConfig.for_model(model_type, **kw, attn_implementation="eager")
     torch.manual_seed(0)
     return getattr(tf, cls)(config).eval()
@@ -227,7 +226,7 @@ CASES = [
         "llama",
         "LlamaForCausalLM",
         {"decoder": Exp(NONE, _LLAMA_GAIN)},
-        over=TINY_MORE["mixtral"],
+        over=tiny_config("mixtral"),
         config_edit={"model_type": "mobilellm", "architectures": ["MobileLLMForCausalLM"]},
     ),
     Case(
@@ -419,7 +418,7 @@ CASES = [
         "musicgen",
         "MusicgenForConditionalGeneration",
         {**_MUSICGEN, "cross": Exp(NONE, _MG + "encoder_attn_layer_norm.weight", None)},  # a projection after the norm
-        over=dict(text_encoder=dict(TINY_MORE["musicgen"]["text_encoder"], d_model=16, d_kv=4)),
+        over=dict(text_encoder=dict(tiny_config("musicgen")["text_encoder"], d_model=16, d_kv=4)),
     ),
     Case(
         "musicgen_decoder",
@@ -703,7 +702,7 @@ def test_with_extras_is_lazy_and_keeps_the_blocks(tmp_path):
             pulled.append(b.layer)
             yield b
 
-    stream = with_extras(ckpt, source())
+    stream = with_extras(ckpt, source(), get_record(ckpt.model_type))
     first = next(stream)
     assert pulled == [0]  # one block read at a time, never ahead
     rest = list(stream)
@@ -721,7 +720,7 @@ def test_what_the_adapter_set_is_kept(tmp_path):
     set_by_adapter = (
         dataclasses.replace(b, q_bias=mine, k_bias=None, q_gain=None, k_gain=None, rope=None) for b in plain
     )
-    for b, full in zip(with_extras(ckpt, set_by_adapter), plain):
+    for b, full in zip(with_extras(ckpt, set_by_adapter, get_record(ckpt.model_type)), plain):
         assert b.q_bias is mine and torch.equal(b.k_bias, full.k_bias) and b.rope == full.rope
 
 
@@ -780,25 +779,6 @@ def test_rope_of_mllama_text_layers_only(tmp_path):
 
 
 # ------------------------------------------------------------------------ 2. logits: rotary
-
-
-def _rotated_scores(q: torch.Tensor, k: torch.Tensor, rope: Rope) -> torch.Tensor:
-    """sum over dims of q_i R(j - i) k_j for q, k [B, H, T, k]: R rotates each rotary pair
-    (a_p, b_p) by the angle (j - i) * inv_freq[p], (v_a, v_b) -> (c v_a - s v_b, s v_a + c v_b);
-    pairs (p, p + r/2) for layout "half", (2p, 2p + 1) for "interleaved"; the dims past the
-    rotary dim r are not rotated."""
-    n = len(rope.inv_freq)
-    a = torch.arange(n) if rope.layout == "half" else 2 * torch.arange(n)
-    b = a + n if rope.layout == "half" else a + 1
-    rest = torch.arange(2 * n, q.shape[-1])
-    t = q.shape[2]
-    offset = (torch.arange(t)[None, :] - torch.arange(t)[:, None]).to(F64)  # [i, j] -> j - i
-    angle = offset[..., None] * torch.tensor(rope.inv_freq, dtype=F64)  # [T, T, n]
-    c, s = angle.cos(), angle.sin()
-    qa, qb = q[..., a][:, :, :, None], q[..., b][:, :, :, None]  # [B, H, T, 1, n]
-    ka, kb = k[..., a][:, :, None], k[..., b][:, :, None]  # [B, H, 1, T, n]
-    rotary = (qa * (c * ka - s * kb) + qb * (s * ka + c * kb)).sum(-1)
-    return rotary + q[..., rest] @ k[..., rest].transpose(-1, -2)
 
 
 def _heads_of(x: torch.Tensor, block: AttentionBlock, gains: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -927,9 +907,9 @@ def test_rope_logits_match_the_model(case: RopeCase, tmp_path):
     for b, x, got in zip(found, xs, scores):
         q, k = _heads_of(x, b)
         scale = 1 / math.sqrt(b.q.shape[2])
-        err = _rel_error(got, scale * _rotated_scores(q, k, b.rope))
+        err = _rel_error(got, scale * rotated_scores(q, k, b.rope))
         assert err < 1e-4, f"{case.id} layer {b.layer}: relative error {err:.2e}"
-        wrong = _rel_error(got, scale * _rotated_scores(q, k, case.wrong(b.rope)))
+        wrong = _rel_error(got, scale * rotated_scores(q, k, case.wrong(b.rope)))
         assert wrong > 1e-2, f"{case.id}: a wrong rope ({case.wrong(b.rope)}) fits too ({wrong:.2e})"
 
 

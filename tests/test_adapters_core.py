@@ -20,11 +20,11 @@ from safetensors.torch import load_file, save_file
 sys.path.insert(0, str(Path(__file__).parent))
 from adapter_check import adapter_blocks, capture, check, check_all, check_modules, load_for_check
 from wqk.adapters import supported_model_types
-from wqk.adapters.common import conv1d_heads, linear_heads
+from wqk.adapters.common import linear_heads
 from wqk.blocks import AttentionBlock
 from wqk.checkpoints import open_checkpoint
 from wqk.errors import MissingTensor, UnsupportedModelType
-from wqk.tiny import TINY_CONFIGS, build_tiny
+from wqk.tiny import build_tiny, tiny_types
 
 B, T = 2, 9
 
@@ -98,7 +98,7 @@ RECIPES = {
 
 
 def test_every_core_type_has_a_recipe():
-    assert set(RECIPES) == set(TINY_CONFIGS)
+    assert set(RECIPES) <= set(tiny_types())
     assert set(RECIPES) <= set(supported_model_types())
 
 
@@ -221,16 +221,21 @@ def test_unknown_model_type_lists_supported(tmp_path):
         assert mt in msg
 
 
-def test_objectives_are_declared_at_registration():
-    from wqk.adapters import register, stack_objectives
+def test_objectives_are_declared_in_the_record():
+    from wqk.adapters import AR, Attention, Record, stack_objectives
+
+    def record(**objectives):
+        return Record("no-such-arch", (Attention("decoder", "layers.{i}.{p}.weight"),), objectives)
 
     assert stack_objectives("bert") == {"encoder": "bidirectional", "decoder": "autoregressive"}
     assert stack_objectives("gpt2") == {"decoder": "autoregressive"}  # its cross stack carries none
     with pytest.raises(UnsupportedModelType, match="no-such-arch"):
         stack_objectives("no-such-arch")
-    for bad in (dict(cross="bidirectional"), dict(encoder="causal"), dict(encoders="bidirectional"), {}):
+    bad_objectives = (dict(cross="bidirectional"), dict(encoder="causal"), dict(encoders="bidirectional"), {})
+    for bad in (*bad_objectives, dict(decoder=AR, encoder=AR)):  # the last: a stack the record does not yield
         with pytest.raises(ValueError):
-            register("no-such-arch", **bad)
+            record(**bad)
+    assert record(decoder=AR).objectives == {"decoder": "autoregressive"}
     assert "no-such-arch" not in supported_model_types()
 
 
@@ -292,7 +297,7 @@ def test_wqk_tiny_is_deterministic(tmp_path):
     assert open_checkpoint(str(tmp_path / "a")).config["wqk_synthetic"] is True
 
 
-@pytest.mark.parametrize("model_type", sorted(TINY_CONFIGS))
+@pytest.mark.parametrize("model_type", sorted(RECIPES))
 def test_build_tiny_is_byte_identical(model_type, tmp_path):
     a = _digest(build_tiny(model_type, tmp_path / "a", seed=1))
     b = _digest(build_tiny(model_type, tmp_path / "b", seed=1))
@@ -365,7 +370,7 @@ def test_gpt2_conv1d_not_transposed(tmp_path):
     with pytest.raises(AssertionError, match="differ"):
         check(wrong, calls)
     also_wrong = AttentionBlock(
-        "decoder", 0, conv1d_heads(w[:, d : 2 * d], 4), conv1d_heads(w[:, :d], 4)
+        "decoder", 0, linear_heads(w[:, d : 2 * d].T, 4), linear_heads(w[:, :d].T, 4)
     )  # q, k swapped
     with pytest.raises(AssertionError, match="differ"):
         check(also_wrong, calls)

@@ -30,13 +30,13 @@ import transformers as tf
 
 sys.path.insert(0, str(Path(__file__).parent))
 from adapter_check import adapter_blocks, compare
-from tiny_zoo import TINY_MORE
+from tiny_zoo import tiny_config
 from wqk.adapters import stack_objectives, supported_model_types
 from wqk.adapters.common import linear_heads
 from wqk.blocks import AttentionBlock
 from wqk.checkpoints import open_checkpoint
 from wqk.contracts import OBJECTIVES
-from wqk.tiny import TINY_CONFIGS, build_tiny
+from wqk.tiny import build_tiny, tiny_types
 
 F = torch.nn.functional
 
@@ -179,7 +179,7 @@ wave = lambda n=800: torch.randn(B, n, generator=torch.Generator().manual_seed(3
 
 
 def _m(cls, mt, **extra):
-    return lambda: cls(tf.AutoConfig.for_model(mt, **{**TINY_MORE.get(mt, {}), **extra}, attn_implementation="eager"))
+    return lambda: cls(tf.AutoConfig.for_model(mt, **{**tiny_config(mt), **extra}, attn_implementation="eager"))
 
 
 def _mllama_build():
@@ -348,7 +348,9 @@ CASES = [
     # the same weights and relabel the saved config.
     Case(
         "mobilellm",
-        _m(tf.LlamaForCausalLM, "llama", **TINY_MORE["mixtral"]),
+        lambda: tf.LlamaForCausalLM(
+            tf.AutoConfig.for_model("llama", **tiny_config("mobilellm"), attn_implementation="eager")
+        ),
         lambda m: m(ids(), position_ids=zpos()),
         _pair("model.layers.{i}.self_attn.q_proj", "model.layers.{i}.self_attn.k_proj"),
         {"decoder": 2},
@@ -469,6 +471,7 @@ CASES = [
     _audio("data2vec-audio", tf.Data2VecAudioModel),
 ]
 CASES_BY_TYPE = {c.model_type: c for c in CASES}
+RECORDS_WITH_TINY = set(tiny_types())
 
 
 def _tuple_modules(case: Case) -> Case:
@@ -556,6 +559,7 @@ TINY_VARIANTS = {
     "bert": [dict(architecture="BertLMHeadModel", is_decoder=True, add_cross_attention=True)],
     "roberta": [dict(architecture="RobertaForCausalLM", is_decoder=True, add_cross_attention=True)],
     "xlm-roberta": [dict(architecture="XLMRobertaForCausalLM", is_decoder=True, add_cross_attention=True)],
+    "electra": [dict(architecture="ElectraForCausalLM", is_decoder=True, add_cross_attention=True)],
     "gpt2": [dict(add_cross_attention=True)],
     "t5": [dict(architecture="T5EncoderModel")],
 }
@@ -566,13 +570,13 @@ def _yielded_stacks(model_type, observed_cases, tmp_path) -> set[str]:
     tiny models and their variants, or (musicgen_decoder) the decoder of the MusicGen Case."""
     if model_type in CASES_BY_TYPE:
         return {b.stack for b in observed_cases(model_type)[1]}
-    if model_type in TINY_CONFIGS:
-        variants = [{}, *TINY_VARIANTS.get(model_type, [])]
-        folders = [build_tiny(model_type, tmp_path / f"v{n}", **kw) for n, kw in enumerate(variants)]
-    elif model_type == "musicgen_decoder":
+    if model_type == "musicgen_decoder":
         torch.manual_seed(0)
         _musicgen_build().decoder.save_pretrained(tmp_path / "decoder")
         folders = [tmp_path / "decoder"]
+    elif model_type in RECORDS_WITH_TINY:
+        variants = [{}, *TINY_VARIANTS.get(model_type, [])]
+        folders = [build_tiny(model_type, tmp_path / f"v{n}", **kw) for n, kw in enumerate(variants)]
     else:
         pytest.fail(f"{model_type}: no tiny model to check its adapter on; add a Case")
     return {b.stack for folder in folders for b in adapter_blocks(open_checkpoint(str(folder)))}

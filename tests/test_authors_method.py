@@ -22,7 +22,7 @@ from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).parent))
 from call_walk import climbs
-from tiny_zoo import TINY_MORE
+from tiny_zoo import tiny_config
 from wqk import score
 from wqk.cli import main
 from wqk.contracts import SCORES_SCHEMA
@@ -30,7 +30,7 @@ from wqk.tiny import build_tiny
 
 
 def _save(cls: str, model_type: str, folder: Path, **overrides) -> Path:
-    config = tf.AutoConfig.for_model(model_type, **{**TINY_MORE[model_type], **overrides})
+    config = tf.AutoConfig.for_model(model_type, **{**tiny_config(model_type), **overrides})
     torch.manual_seed(0)
     getattr(tf, cls)(config).save_pretrained(folder)
     return folder

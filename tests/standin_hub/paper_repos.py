@@ -216,12 +216,9 @@ SPECS_BY_ID = {s.model_id: s for s in SPECS}
 
 
 def tiny_config_kwargs(model_type: str) -> dict:
-    from tiny_zoo import TINY_MORE
-    from wqk.tiny import TINY_CONFIGS
+    from tiny_zoo import tiny_config
 
-    if model_type in TINY_CONFIGS:
-        return dict(TINY_CONFIGS[model_type])
-    return dict(TINY_MORE[model_type])
+    return tiny_config(model_type)
 
 
 def _seed(model_id: str) -> int:

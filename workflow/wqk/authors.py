@@ -44,22 +44,17 @@ the authors' method needs the checkpoint.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from .blocks import AttentionBlock
 from .checkpoints import Checkpoint
 from .contracts import SCORES_SCHEMA
 
+if TYPE_CHECKING:
+    from .adapters.record import Authors
+
 BASE = set(SCORES_SCHEMA.names)
-# model_type -> (stack, fused weight template, prefixes), as the exact adapters read them
-FUSED = {
-    "gpt_neox": ("decoder", "layers.{i}.attention.query_key_value.weight", ("gpt_neox.", "model.", "")),
-    "deberta": ("encoder", "encoder.layer.{i}.attention.self.in_proj.weight", ("deberta.", "")),
-    "modernbert": ("encoder", "layers.{i}.attn.Wqkv.weight", ("model.", "")),
-    "phi3": ("decoder", "layers.{i}.self_attn.qkv_proj.weight", ("model.", "")),
-}
-MUSICGEN = ("musicgen", "musicgen_decoder")
 
 
 def open_authors(ckpt: Checkpoint, name: str | None = None, synthetic: bool = False):
@@ -70,31 +65,34 @@ def open_authors(ckpt: Checkpoint, name: str | None = None, synthetic: bool = Fa
     return info, authors_blocks(ckpt, blocks)
 
 
+def _authors(ckpt: Checkpoint) -> Authors:
+    from .adapters import get_record
+
+    return get_record(ckpt.model_type, ckpt.model_id).authors
+
+
 def authors_blocks(ckpt: Checkpoint, blocks: Iterable[AttentionBlock]) -> Iterator[AttentionBlock]:
     """The blocks the authors' code would have scored, from a checkpoint and its exact blocks."""
-    mt = ckpt.model_type
-    if mt in FUSED:
-        yield from _fused_blocks(ckpt, *FUSED[mt])
+    if _authors(ckpt).untransposed:
+        yield from _fused_blocks(ckpt)
         return
     place = _placement(ckpt)
     for b in blocks:
         stack = place(b.stack, b.layer)
         if stack is not None:
-            yield _tiled(b if stack == b.stack else AttentionBlock(stack, b.layer, b.q, b.k))
+            yield _tiled(b if stack == b.stack else AttentionBlock(stack, b.layer, b.q, b.k, form=b.form))
 
 
 def _placement(ckpt: Checkpoint):
     """(stack, layer) of an exact block -> the stack the authors' code filed it under, or None
-    where their code did not read it: MusicGen's cross-attention as its "decoder" (the
-    self-attention dropped), layers past the authors' counts dropped (_layer_limits)."""
-    musicgen, limits = ckpt.model_type in MUSICGEN, _layer_limits(ckpt)
+    where their code did not read it: the record's Authors.stacks (MusicGen's cross-attention
+    as its "decoder", the self-attention dropped), layers past the authors' counts dropped."""
+    authors, limits = _authors(ckpt), _layer_limits(ckpt)
 
     def place(stack: str, layer: int) -> str | None:
-        if musicgen:
-            if stack == "decoder":
-                return None
-            stack = "decoder" if stack == "cross" else stack
-        return stack if layer < limits.get(stack, layer + 1) else None
+        if layer >= limits.get(stack, layer + 1):
+            return None
+        return authors.stacks.get(stack, stack)
 
     return place
 
@@ -103,7 +101,7 @@ def _tiled(b: AttentionBlock) -> AttentionBlock:
     """Key head h mod n_kv for query head h: the query heads regrouped by h mod n_kv."""
     if 1 < b.n_kv_heads < b.n_heads:
         order = [h for j in range(b.n_kv_heads) for h in range(j, b.n_heads, b.n_kv_heads)]
-        return AttentionBlock(b.stack, b.layer, b.q[order], b.k, heads=tuple(order))
+        return AttentionBlock(b.stack, b.layer, b.q[order], b.k, heads=tuple(order), form=b.form)
     return b  # h mod n_kv = h // group when n_kv is 1 or n_heads
 
 
@@ -112,7 +110,7 @@ def from_exact(ckpt: Checkpoint, exact: list[dict]) -> list[dict] | None:
     their blocks are the exact ones but for dropped layers and renamed stacks (no fused qkv,
     no grouped-query layer): the paper's columns, directionality 0 where it is NaN. None
     where the authors' method must score blocks of its own."""
-    if ckpt.model_type in FUSED or any(1 < r["n_kv_heads"] < r["n_heads"] for r in exact):
+    if _authors(ckpt).untransposed or any(1 < r["n_kv_heads"] < r["n_heads"] for r in exact):
         return None
     place = _placement(ckpt)
     rows = []
@@ -131,24 +129,22 @@ def _layer_limits(ckpt: Checkpoint) -> dict[str, int]:
     """stack -> the number of layers the authors' range(num_hidden_layers) covered."""
     from .adapters.common import config_get
 
-    if ckpt.model_type == "git":
-        return {"encoder": int(config_get(ckpt, "num_hidden_layers"))}
-    if ckpt.model_type == "speecht5":
-        return {"decoder": int(config_get(ckpt, "speech_decoder_postnet_layers", default=5))}
-    if ckpt.model_type == "mllama":  # the authors' config: a default LlamaConfig, 32 layers
-        return {"encoder": int(config_get(ckpt, "vision_config.num_hidden_layers", default=32))}
-    return {}
+    limits = _authors(ckpt).layers.items()
+    return {stack: int(config_get(ckpt, key, default=default)) for stack, (key, default) in limits}
 
 
-def _fused_blocks(ckpt: Checkpoint, stack: str, template: str, prefixes) -> Iterator[AttentionBlock]:
+def _fused_blocks(ckpt: Checkpoint) -> Iterator[AttentionBlock]:
     """The authors' gpt-neox branch: M = W[:d] @ W[d:2d].T of each layer's fused weight."""
-    from .adapters.common import config_get, find_prefix, layer_indices, linear_heads, template_regex
+    from .adapters import get_record
+    from .adapters.common import linear_heads
+    from .adapters.reader import locate
 
-    heads = int(config_get(ckpt, "num_attention_heads"))
-    probe = template_regex(template)
-    prefix = find_prefix(ckpt, prefixes, probe)
-    for i in layer_indices(ckpt, re.escape(prefix) + probe):
-        w = ckpt.store.get(prefix + template.format(i=i))
+    for site in locate(ckpt, get_record(ckpt.model_type, ckpt.model_id)):
+        if site.attention.fused not in ("blocks", "per_head"):
+            continue
+        w = ckpt.store.get(site.name(site.attention.weight))
         d = w.shape[1]
         # linear_heads(x, H) splits the ROWS of x into heads: given Wq^T, the columns of Wq
-        yield AttentionBlock(stack, i, linear_heads(w[:d].T, heads), linear_heads(w[d : 2 * d].T, heads))
+        yield AttentionBlock(
+            site.stack, site.layer, linear_heads(w[:d].T, site.heads), linear_heads(w[d : 2 * d].T, site.heads)
+        )

@@ -1,52 +1,58 @@
-"""Adapters: one function per architecture family, keyed by config `model_type`.
+"""Adapters: one declarative `Record` per model_type (record.py), read by generic code.
 
-An adapter takes a Checkpoint and yields AttentionBlocks (one per stack and layer) in
-order, reading only the q/k tensors of one layer at a time. Register it with the objective
-of each self-attention stack it can yield (cross-attention carries none):
+Each family module (bert.py, llama.py, ...) registers the records of its model types:
 
-    @register("bert", "roberta", encoder=BI, decoder=AR)
-    def bert_blocks(ckpt): ...
+    register(Record("llama", (Attention("decoder", "layers.{i}.self_attn.{p}.weight", ...),),
+                    objectives=dict(decoder=AR), rope=Rotary(...), tiny=Tiny(...)))
 
-so that the catalogue never has to guess from the word "decoder": several vision
-"decoders" (DETR, Mask2Former, SAM) run bidirectional self-attention over object queries
-or tokens. Every module of this package is imported on first lookup (one module per
-architecture family; shared helpers in common.py).
+Every module of this package but the generic ones (GENERIC) is imported on first lookup,
+without torch: the catalogue loader reads the objectives at Snakemake parse time. The
+tensors are read by reader.py (q/k, biases, gains) and rope.py (rotary frequencies).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
-from ..blocks import AttentionBlock
-from ..checkpoints import Checkpoint, Located, open_checkpoint
-from ..contracts import OBJECTIVES, STACKS, ModelInfo
+from ..contracts import ModelInfo
 from ..errors import UnsupportedModelType
+from .record import AR, BI, Attention, Authors, Record, Rotary, Tiny
 
-Adapter = Callable[[Checkpoint], Iterator[AttentionBlock]]
-BI, AR = OBJECTIVES  # "bidirectional", "autoregressive"
-_REGISTRY: dict[str, tuple[Adapter, dict[str, str]]] = {}
+if TYPE_CHECKING:
+    from ..blocks import AttentionBlock
+    from ..checkpoints import Checkpoint, Located
+
+__all__ = ["AR", "BI", "Attention", "Authors", "Record", "Rotary", "Tiny", "register", "refuse", "get_record"]
+
+Adapter = Callable[["Checkpoint"], Iterator["AttentionBlock"]]
+GENERIC = {"common", "record", "reader", "rope", "tensors"}  # modules of generic code, not of records
+_RECORDS: dict[str, Record] = {}
+_REFUSED: dict[str, str] = {}  # model_type -> why wqk does not score it
 _loaded = False
 
 
-def register(*model_types: str, **objectives: str):
-    """Register an adapter for model_types; objectives: stack=objective for every
-    self-attention stack (encoder, decoder) the adapter can yield."""
-    bad = {s: o for s, o in objectives.items() if s not in STACKS or s == "cross" or o not in OBJECTIVES}
-    if bad or not objectives:
-        raise ValueError(
-            f"{model_types}: objectives {bad or objectives} are not stack=objective, objective in {OBJECTIVES}"
-        )
+def register(record: Record) -> Record:
+    """Register a record under its model_type (once: a second, different record raises)."""
+    old = _RECORDS.get(record.model_type)
+    if old is not None and old is not record:
+        raise RuntimeError(f"model_type {record.model_type!r} registered twice")
+    _RECORDS[record.model_type] = record
+    return record
 
-    def wrap(fn: Adapter) -> Adapter:
-        for mt in model_types:
-            if mt in _REGISTRY and _REGISTRY[mt] != (fn, objectives):
-                raise RuntimeError(f"model_type {mt!r} registered twice")
-            _REGISTRY[mt] = (fn, dict(objectives))
-        return fn
 
-    return wrap
+def refuse(model_type: str, reason: str) -> None:
+    """Register a model_type that wqk knows and does not score: looking it up raises
+    UnsupportedModelType with the reason (a sentence saying why)."""
+    _REFUSED[model_type] = reason
+
+
+def unregister(model_type: str) -> None:
+    """Remove a record (tests that register made-up model types)."""
+    _RECORDS.pop(model_type, None)
 
 
 def _load_all() -> None:
@@ -54,21 +60,30 @@ def _load_all() -> None:
     if _loaded:
         return
     for info in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{info.name}")
+        if info.name not in GENERIC:
+            importlib.import_module(f"{__name__}.{info.name}")
     _loaded = True
 
 
 def supported_model_types() -> list[str]:
     _load_all()
-    return sorted(_REGISTRY)
+    return sorted(_RECORDS)
 
 
-def _registered(model_type: str, model_id: str = "") -> tuple[Adapter, dict[str, str]]:
+def records() -> list[Record]:
+    """Every registered record, by model_type."""
+    _load_all()
+    return [_RECORDS[mt] for mt in sorted(_RECORDS)]
+
+
+def get_record(model_type: str, model_id: str = "") -> Record:
     _load_all()
     try:
-        return _REGISTRY[model_type]
+        return _RECORDS[model_type]
     except KeyError:
         of = f" of {model_id}" if model_id else ""
+        if model_type in _REFUSED:
+            raise UnsupportedModelType(f"model_type {model_type!r}{of} is not scored: {_REFUSED[model_type]}") from None
         if not model_type:
             raise UnsupportedModelType(
                 f'config.json{of} has no model_type: add the model\'s "model_type" (as on its hub page or in '
@@ -76,24 +91,29 @@ def _registered(model_type: str, model_id: str = "") -> tuple[Adapter, dict[str,
             ) from None
         raise UnsupportedModelType(
             f"model_type {model_type!r}{of} is not supported; supported: {', '.join(supported_model_types())}. "
-            'Check the model_type in its config.json, or add an adapter for it (README.md, "Adding a model")'
+            'Check the model_type in its config.json, or add a record for it (README.md, "Adding a model")'
         ) from None
 
 
 def get_adapter(model_type: str, model_id: str = "") -> Adapter:
-    return _registered(model_type, model_id)[0]
+    """ckpt -> its AttentionBlocks (q and k only), read from the model_type's record."""
+    from .reader import read_blocks
+
+    return functools.partial(read_blocks, record=get_record(model_type, model_id))
 
 
 def stack_objectives(model_type: str) -> dict[str, str]:
     """stack -> objective of its self-attention ("bidirectional" or "autoregressive") for
-    every stack but "cross" that the model_type's adapter can yield."""
-    return dict(_registered(model_type)[1])
+    every stack but "cross" that the model_type's record can yield."""
+    return dict(get_record(model_type).objectives)
 
 
 def open_source(
     source: str | Located, name: str | None = None, synthetic: bool = False
 ) -> tuple[ModelInfo, Iterator[AttentionBlock]]:
     """A checkpoint's identity and its attention blocks (`model_blocks` of the opened source)."""
+    from ..checkpoints import open_checkpoint
+
     return model_blocks(open_checkpoint(source), name, synthetic)
 
 
@@ -103,13 +123,14 @@ def model_blocks(
     """A checkpoint's identity and its attention blocks, read one layer at a time as the
     stream is consumed. A config with "wqk_synthetic": true (tiny random models built by
     `wqk tiny`) marks the model synthetic whatever the caller says. provenance: default the
-    checkpoint's own (its revision, else the hash of its weights), taken after the adapter
+    checkpoint's own (its revision, else the hash of its weights), taken after the record
     is found, so that an unsupported model fails before its weights are hashed. The blocks
     carry the q/k biases, pre-norm gains and rotary embedding where the model has them
-    (extras.with_extras: a few small tensors per layer, rope computed once per model)."""
-    from .extras import with_extras
+    (reader.with_extras: a few small tensors per layer, rope computed once per model)."""
+    from ..config_errors import explain_bad_config
+    from .reader import read_blocks, with_extras
 
-    adapter = get_adapter(ckpt.model_type, ckpt.model_id)
+    record = get_record(ckpt.model_type, ckpt.model_id)
     info = ModelInfo(
         model=name or ckpt.model_id,
         source=ckpt.model_id,
@@ -117,4 +138,4 @@ def model_blocks(
         model_type=ckpt.model_type,
         synthetic=bool(synthetic or ckpt.config.get("wqk_synthetic", False)),
     )
-    return info, with_extras(ckpt, adapter(ckpt))
+    return info, explain_bad_config(ckpt, with_extras(ckpt, read_blocks(ckpt, record), record))

@@ -3,29 +3,64 @@
 Names: [deberta.]encoder.layer.{i}.attention.self.in_proj.weight (v1),
 [deberta.]encoder.layer.{i}.attention.self.{query,key}_proj.weight (v2/v3).
 Only the content-to-content term q.k is a bilinear form of the token states; the
-disentangled c2p/p2c position terms are left out, as are the q bias and the
-sqrt(k * (1 + len(pos_att_type))) scale.
+disentangled c2p/p2c position terms are left out, as is the
+sqrt(k * (1 + len(pos_att_type))) scale. Post-norm.
+
+v1: DebertaDisentangledSelfAttention: transpose_for_scores(in_proj(x)).chunk(3, dim=-1)
+views the 3*H*k outputs as [H, 3k]: rows come per head as [q_h | k_h | v_h], NOT
+[q | k | v]. The in_proj has no bias; q_bias [H*k] is added per head after the split. The
+authors read it as [q | k | v] and untransposed.
 """
 
 from __future__ import annotations
 
-from . import BI, register
-from .common import config_get, qk_stack
+from . import BI, Attention, Authors, Record, Tiny, register
+from .sizes import TEXT_32
 
-PREFIXES = ("deberta.", "")
-IN_PROJ = "encoder.layer.{i}.attention.self.in_proj.weight"
-SELF = "encoder.layer.{i}.attention.self.{p}.weight"
-
-
-@register("deberta", encoder=BI)
-def deberta_v1_blocks(ckpt):
-    # DebertaDisentangledSelfAttention: transpose_for_scores(in_proj(x)).chunk(3, dim=-1) views
-    # the 3*H*k outputs as [H, 3k]: rows come per head as [q_h | k_h | v_h], NOT [q | k | v].
-    heads = int(config_get(ckpt, "num_attention_heads"))
-    yield from qk_stack(ckpt, "encoder", IN_PROJ, heads, fused="per_head", prefixes=PREFIXES)
-
-
-@register("deberta-v2", encoder=BI)
-def deberta_v2_blocks(ckpt):
-    heads = int(config_get(ckpt, "num_attention_heads"))
-    yield from qk_stack(ckpt, "encoder", SELF, heads, qk=("query_proj", "key_proj"), prefixes=PREFIXES)
+register(
+    Record(
+        "deberta",
+        (
+            Attention(
+                "encoder",
+                "encoder.layer.{i}.attention.self.in_proj.weight",
+                fused="per_head",
+                prefixes=("deberta.", ""),
+                bias=None,
+                q_bias="encoder.layer.{i}.attention.self.q_bias",
+                pre_norm=False,
+            ),
+        ),
+        dict(encoder=BI),
+        authors=Authors(untransposed=True),
+        tiny=Tiny(
+            "DebertaForMaskedLM",
+            dict(TEXT_32, relative_attention=True, pos_att_type=["c2p", "p2c"], max_relative_positions=16),
+        ),
+    )
+)
+register(
+    Record(
+        "deberta-v2",
+        (
+            Attention(
+                "encoder",
+                "encoder.layer.{i}.attention.self.{p}.weight",
+                qk=("query_proj", "key_proj"),
+                prefixes=("deberta.", ""),
+                pre_norm=False,
+            ),
+        ),
+        dict(encoder=BI),
+        tiny=Tiny(
+            "DebertaV2Model",
+            dict(
+                TEXT_32,
+                relative_attention=True,
+                pos_att_type=["p2c", "c2p"],
+                position_buckets=8,
+                norm_rel_ebd="layer_norm",
+            ),
+        ),
+    )
+)

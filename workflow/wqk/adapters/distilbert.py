@@ -1,17 +1,27 @@
-"""DistilBERT: [distilbert.]transformer.layer.{i}.attention.{q_lin,k_lin}.weight; heads in n_heads."""
+"""DistilBERT: [distilbert.]transformer.layer.{i}.attention.{q_lin,k_lin}.weight; heads in
+n_heads; post-norm."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from . import BI, Attention, Record, Tiny, register
 
-from ..blocks import AttentionBlock
-from ..checkpoints import Checkpoint
-from . import BI, register
-from .common import config_get, qk_stack
-
-
-@register("distilbert", encoder=BI)
-def distilbert_blocks(ckpt: Checkpoint) -> Iterator[AttentionBlock]:
-    heads = int(config_get(ckpt, "n_heads", "num_attention_heads"))
-    template, qk = "transformer.layer.{i}.attention.{p}.weight", ("q_lin", "k_lin")
-    yield from qk_stack(ckpt, "encoder", template, heads, qk=qk, prefixes=["distilbert.", "model.", ""])
+register(
+    Record(
+        "distilbert",
+        (
+            Attention(
+                "encoder",
+                "transformer.layer.{i}.attention.{p}.weight",
+                qk=("q_lin", "k_lin"),
+                prefixes=("distilbert.", "model.", ""),
+                heads=("n_heads", "num_attention_heads"),
+                pre_norm=False,
+            ),
+        ),
+        dict(encoder=BI),
+        tiny=Tiny(
+            "DistilBertForMaskedLM",
+            dict(dim=64, n_layers=2, n_heads=4, hidden_dim=64, vocab_size=128, max_position_embeddings=64),
+        ),
+    )
+)

@@ -2,37 +2,56 @@
 [in, out], already d x out.
 
 Self-attention: [transformer.]h.{i}.attn.c_attn.weight [d, 3d] = [q | k | v] along the
-output dim, each part H heads of k columns. Cross-attention (GPT-2 add_cross_attention):
-h.{i}.crossattention.q_attn.weight [d, d] for queries and .c_attn.weight [d, 2d] = [k | v].
+output dim, each part H heads of k columns; its bias [3d] likewise; pre-norm ln_1 (GPT-1:
+post-norm; ImageGPTLayerNorm x / rms(x) * weight). Cross-attention (GPT-2
+add_cross_attention): h.{i}.crossattention.q_attn.weight [d, d] for queries and
+.c_attn.weight [d, 2d] = [k | v]; its keys read an outside encoder (no k gain).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
+import dataclasses
 
-from ..blocks import AttentionBlock
-from ..checkpoints import Checkpoint
-from ..errors import CorruptCheckpoint
-from . import AR, register
-from .common import config_get, conv1d_heads, find_prefix, layer_indices, qk_stack
+from . import AR, Attention, Record, Tiny, register
 
-C_ATTN = r"h\.\d+\.attn\.c_attn\.weight"
+PREFIXES = ("transformer.", "model.", "")
+SELF = Attention(
+    "decoder",
+    "h.{i}.attn.c_attn.weight",
+    fused="blocks",
+    conv1d=True,
+    prefixes=PREFIXES,
+    heads=("n_head", "num_attention_heads"),
+    norm="h.{i}.ln_1.weight",
+)
+CROSS = dataclasses.replace(
+    SELF,
+    stack="cross",
+    weight="h.{i}.crossattention.{p}.weight",
+    qk=("q_attn", "c_attn"),
+    fused="kv",
+    norm="h.{i}.ln_cross_attn.weight",
+    required=False,
+)
+_TINY_32 = dict(vocab_size=99, n_embd=32, n_head=4, n_layer=2, n_positions=32)
 
-
-@register("gpt2", "openai-gpt", "imagegpt", decoder=AR)
-def gpt2_blocks(ckpt: Checkpoint) -> Iterator[AttentionBlock]:
-    prefix = find_prefix(ckpt, ["transformer.", "model.", ""], C_ATTN)
-    heads = int(config_get(ckpt, "n_head", "num_attention_heads"))
-    yield from qk_stack(
-        ckpt, "decoder", "h.{i}.attn.c_attn.weight", heads, fused="blocks", conv1d=True, prefixes=[prefix]
+register(
+    Record(
+        "gpt2",
+        (SELF, CROSS),
+        dict(decoder=AR),
+        tiny=Tiny(
+            "GPT2LMHeadModel",
+            dict(n_embd=64, n_layer=2, n_head=4, n_positions=64, vocab_size=128, bos_token_id=0, eos_token_id=0),
+        ),
     )
-    cross = re.escape(prefix) + r"h\.(\d+)\.crossattention\.(?:q_attn|c_attn)\.weight"
-    if any(re.fullmatch(cross, n) for n in ckpt.store.names()):
-        for layer in layer_indices(ckpt, cross):
-            base = f"{prefix}h.{layer}.crossattention."
-            q = ckpt.store.get(base + "q_attn.weight")
-            kv = ckpt.store.get(base + "c_attn.weight")  # [d, 2d] = [k | v]
-            if kv.shape[1] % 2:
-                raise CorruptCheckpoint(f"{ckpt.model_id}: {base}c_attn.weight has {kv.shape[1]} outputs, not k | v")
-            yield AttentionBlock("cross", layer, conv1d_heads(q, heads), conv1d_heads(kv[:, : kv.shape[1] // 2], heads))
+)
+register(Record("imagegpt", (SELF, CROSS), dict(decoder=AR), tiny=Tiny("ImageGPTForCausalImageModeling", _TINY_32)))
+register(
+    Record(
+        "openai-gpt",
+        tuple(dataclasses.replace(a, pre_norm=False) for a in (SELF, CROSS)),
+        dict(decoder=AR),
+        tiny=Tiny("OpenAIGPTLMHeadModel", _TINY_32),
+    )
+)

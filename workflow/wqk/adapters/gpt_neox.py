@@ -1,25 +1,33 @@
 """GPT-NeoX / Pythia: fused [gpt_neox.]layers.{i}.attention.query_key_value.weight nn.Linear,
-weight [3d, d] (out, in).
+weight [3d, d] (out, in); pre-norm input_layernorm; rotary (rotary_pct of each head).
 
 The output rows are interleaved PER HEAD: for head h, rows [h*3k, h*3k+k) are q_h, the
 next k rows k_h, the next k rows v_h (the model views the output as [..., H, 3k] and
-chunks the last dim). Slicing the first d rows as W_q (the authors' code) mixes q, k and v
-rows of different heads; tests/test_adapters_core.py guards against that layout.
+chunks the last dim); the bias likewise. Slicing the first d rows as W_q (the authors'
+code, untransposed) mixes q, k and v rows of different heads; tests/test_adapters_core.py
+guards against that layout.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from . import AR, Attention, Authors, Record, Rotary, Tiny, register
+from .sizes import BERT_64
 
-from ..blocks import AttentionBlock
-from ..checkpoints import Checkpoint
-from . import AR, register
-from .common import config_get, qk_stack
-
-QKV = "layers.{i}.attention.query_key_value.weight"
-
-
-@register("gpt_neox", decoder=AR)
-def gpt_neox_blocks(ckpt: Checkpoint) -> Iterator[AttentionBlock]:
-    heads = int(config_get(ckpt, "num_attention_heads"))
-    yield from qk_stack(ckpt, "decoder", QKV, heads, fused="per_head", prefixes=("gpt_neox.", "model.", ""))
+register(
+    Record(
+        "gpt_neox",
+        (
+            Attention(
+                "decoder",
+                "layers.{i}.attention.query_key_value.weight",
+                fused="per_head",
+                prefixes=("gpt_neox.", "model.", ""),
+                norm="layers.{i}.input_layernorm.weight",
+            ),
+        ),
+        dict(decoder=AR),
+        rope=Rotary("gpt_neox", "GPTNeoXRotaryEmbedding"),
+        authors=Authors(untransposed=True),
+        tiny=Tiny("GPTNeoXForCausalLM", dict(BERT_64, bos_token_id=0, eos_token_id=0)),
+    )
+)

@@ -1,5 +1,6 @@
 """Llama-layout decoders: Llama, Mistral, Mixtral (MoE FFN), MobileLLM.
-Names: [model.]layers.{i}.self_attn.{q,k}_proj.weight, nn.Linear [out, in].
+Names: [model.]layers.{i}.self_attn.{q,k}_proj.weight, nn.Linear [out, in]; pre-norm
+input_layernorm (RMSNorm); rotary, rotate_half pairing.
 
 Grouped-query attention: q_proj is [H*k, d], k_proj [H_kv*k, d]. K stays [H_kv, d, k];
 query head h pairs with key head h // (H // H_kv) (transformers' repeat_kv repeats each
@@ -8,27 +9,48 @@ is wrong whenever 1 < H_kv < H. The rotary permutation of q/k rows in HF checkpo
 the same for q and k, so it leaves every M_h = Q_h K_h^T unchanged.
 
 MobileLLM checkpoints (facebook/MobileLLM-*) are remote code with model_type "mobilellm"
-and Llama tensor names.
+and Llama tensor names (its tiny model: a Llama, relabelled).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
 
-from ..blocks import AttentionBlock
-from ..checkpoints import Checkpoint
-from . import AR, register
-from .common import config_get, qk_stack
+from . import AR, Attention, Record, Rotary, Tiny, register
+from .sizes import BERT_64, TEXT_32
 
-SELF = "layers.{i}.self_attn.{p}.weight"
+SELF = Attention(
+    "decoder",
+    "layers.{i}.self_attn.{p}.weight",
+    prefixes=("model.", "model.language_model.", ""),
+    kv_heads=("num_key_value_heads",),
+    norm="layers.{i}.input_layernorm.weight",
+)
+_MIXTRAL = dict(TEXT_32, intermediate_size=32, num_key_value_heads=2, num_local_experts=2, num_experts_per_tok=1)
 
 
-def gqa_heads(ckpt: Checkpoint) -> tuple[int, int]:
-    """(query heads, key/value heads) of a grouped-query decoder."""
-    heads = int(config_get(ckpt, "num_attention_heads"))
-    return heads, int(config_get(ckpt, "num_key_value_heads", default=heads))
+def llama_like(model_type: str, tiny: Tiny, rope: Rotary, attention: Attention = SELF) -> Record:
+    """A record with Llama's layout."""
+    return Record(model_type, (attention,), dict(decoder=AR), rope=rope, tiny=tiny)
 
 
-@register("llama", "mistral", "mixtral", "mobilellm", decoder=AR)
-def llama_blocks(ckpt: Checkpoint) -> Iterator[AttentionBlock]:
-    yield from qk_stack(ckpt, "decoder", SELF, *gqa_heads(ckpt), prefixes=("model.", "model.language_model.", ""))
+LLAMA = register(
+    llama_like(
+        "llama",
+        Tiny("LlamaForCausalLM", dict(BERT_64, num_attention_heads=8, num_key_value_heads=2)),
+        Rotary("llama", "LlamaRotaryEmbedding", by_hand=True),
+    )
+)
+register(
+    llama_like(
+        "mistral",
+        Tiny("MistralForCausalLM", dict(BERT_64, num_attention_heads=8, num_key_value_heads=2, sliding_window=32)),
+        Rotary("mistral", "MistralRotaryEmbedding", by_hand=True),
+    )
+)
+register(
+    llama_like(
+        "mixtral", Tiny("MixtralForCausalLM", _MIXTRAL), Rotary("mixtral", "MixtralRotaryEmbedding", by_hand=True)
+    )
+)
+register(dataclasses.replace(LLAMA, model_type="mobilellm", tiny=Tiny("LlamaForCausalLM", _MIXTRAL, family="llama")))

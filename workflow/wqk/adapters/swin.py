@@ -1,38 +1,37 @@
 """Swin and Swin v2: hierarchical windowed attention. Each block's q/k projections are
 scored per head all the same (window masks and relative position biases act on the
 logits, not on the form). Swin v2's attention is cosine (q and k normalised per head, then
-scaled): the form Q_h K_h^T is still the one between the normalised directions.
+scaled): the form Q_h K_h^T is still the one between the normalised directions; it is
+res-post-norm (no gain feeds the attention).
 
-Names: [swin.|swinv2.]encoder.layers.{stage}.blocks.{block}.attention.self.{query,key}.weight.
-Layers are numbered in depth order across stages; d and the head count change per stage.
+Names: [swin.|swinv2.]encoder.layers.{s}.blocks.{b}.attention.self.{query,key}.weight.
+Layers are numbered in depth order across stages (s, b); d and the head count
+(num_heads[s]) change per stage.
 """
 
 from __future__ import annotations
 
-import re
+import dataclasses
 
-from ..blocks import AttentionBlock
-from . import BI, register
-from .common import config_get, find_prefix, layer_indices, linear_heads
+from . import BI, Attention, Record, Tiny, register
 
-BLOCK_Q = r"encoder\.layers\.(\d+)\.blocks\.(\d+)\.attention\.self\.query\.weight"
+SWIN = Attention(
+    "encoder",
+    "encoder.layers.{s}.blocks.{b}.attention.self.{p}.weight",
+    qk=("query", "key"),
+    prefixes=("swin.", ""),
+    heads=("num_heads",),
+    heads_by="s",
+    norm="encoder.layers.{s}.blocks.{b}.layernorm_before.weight",
+)
+_TINY = dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 2], num_heads=[2, 4], window_size=4)
 
-
-def swin_stack(ckpt, heads_per_stage: list[int], prefixes: list[str], stack: str = "encoder"):
-    """One block per (stage, block) found under the first of prefixes, numbered in depth order."""
-    prefix = find_prefix(ckpt, prefixes, BLOCK_Q)
-    for layer, (stage, block) in enumerate(layer_indices(ckpt, re.escape(prefix) + BLOCK_Q)):
-        base = f"{prefix}encoder.layers.{stage}.blocks.{block}.attention.self."
-        h = int(heads_per_stage[stage])
-        yield AttentionBlock(
-            stack,
-            layer,
-            linear_heads(ckpt.store.get(base + "query.weight"), h),
-            linear_heads(ckpt.store.get(base + "key.weight"), h),
-        )
-
-
-@register("swin", "swinv2", encoder=BI)
-def swin_blocks(ckpt):
-    prefixes = [ckpt.model_type.replace("-", "_") + ".", "swin.", ""]
-    yield from swin_stack(ckpt, list(config_get(ckpt, "num_heads")), prefixes)
+register(Record("swin", (SWIN,), dict(encoder=BI), tiny=Tiny("SwinModel", dict(_TINY))))
+register(
+    Record(
+        "swinv2",
+        (dataclasses.replace(SWIN, prefixes=("swinv2.", "swin.", ""), pre_norm=False),),
+        dict(encoder=BI),
+        tiny=Tiny("Swinv2Model", dict(_TINY)),
+    )
+)

@@ -1,0 +1,259 @@
+"""The generic reader of records: a checkpoint's attention blocks (q, k) and their extras
+(q/k biases, pre-norm gains, rotary embedding), from its model_type's Record alone.
+
+`locate` finds, from the tensor names only, where every block of the checkpoint is (`Site`:
+its Attention, stack, layer, name prefix and template fields); `read_blocks` reads one
+layer's q/k weights at a time; `with_extras` fills in the extras of any block stream.
+Everything here reshapes, transposes or slices the stored tensors, and keeps their dtype,
+except a QK-norm's gains, folded into q and k in float32 at least (Attention.qk_norm). A tensor of the extras that is not there gives None.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+from ..blocks import AttentionBlock
+from ..checkpoints import Checkpoint
+from ..errors import CorruptCheckpoint, MissingTensor
+from .common import REQUIRED, config_get, fused_rows, linear_heads
+from .record import Attention, Record, template_regex
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where one block's tensors are."""
+
+    attention: Attention
+    stack: str
+    layer: int
+    prefix: str
+    fields: dict
+    heads: int
+    kv_heads: int
+
+    def name(self, template: str, p: str | None = None) -> str:
+        fields = dict(self.fields, p=p) if p is not None else self.fields
+        if template.startswith("^"):
+            return template[1:].format(**fields)
+        return self.prefix + template.format(**fields)
+
+
+def _numbers(names: list[str], pattern: str) -> list[tuple[int, ...]]:
+    rx = re.compile(pattern)
+    return sorted({tuple(int(g) for g in m.groups()) for n in names if (m := rx.fullmatch(n))})
+
+
+def _heads(ckpt: Checkpoint, a: Attention) -> tuple[object, object]:
+    default = a.heads_default if a.heads_default is not None else REQUIRED
+    heads = config_get(ckpt, *a.heads, default=default)
+    kv = config_get(ckpt, *a.kv_heads, default=heads) if a.kv_heads else heads
+    return heads, 1 if a.multi_query else kv
+
+
+def _count(value, fields: dict, a: Attention) -> int:
+    return int(value[fields[a.heads_by]] if a.heads_by else value)
+
+
+def locate(ckpt: Checkpoint, record: Record) -> list[Site]:
+    """Every block's Site, in the record's order of Attentions and in layer order."""
+    names = ckpt.store.names()
+    attentions = record.attentions(ckpt.config.get("_source_format"))
+    sites: list[Site] = []
+    found: dict[str, int] = {}  # Attention.stack -> layers found by its Attentions so far
+    for n, a in enumerate(attentions):
+        if a.alternative and found.get(a.stack):
+            continue
+        if a.only_if is not None and not a.only_if(ckpt.config):
+            continue
+        probe = template_regex(a.weight, a.qk)
+        prefix = next((p for p in a.prefixes if _numbers(names, re.escape(p) + probe)), None)
+        if prefix is None:
+            followed = any(b.alternative and b.stack == a.stack for b in attentions[n + 1 :])
+            if a.required and not followed:
+                raise MissingTensor(
+                    f"{ckpt.model_id}: none of {[p + probe for p in a.prefixes]} found among {len(names)} tensors "
+                    f"(model_type {ckpt.model_type!r}); is this the right architecture, or a checkpoint with "
+                    "renamed weights?"
+                )
+            continue
+        numbers = _numbers(names, re.escape(prefix) + probe)
+        heads, kv = _heads(ckpt, a)
+        stack = "decoder" if a.as_decoder and ckpt.config.get(a.as_decoder) else a.stack
+        first = found.get(a.stack, 0)
+        for rank, values in enumerate(numbers):
+            fields = dict(zip(a.fields, values))
+            layer = first + (values[0] if len(values) == 1 else rank)
+            sites.append(Site(a, stack, layer, prefix, fields, _count(heads, fields, a), _count(kv, fields, a)))
+        found[a.stack] = first + len(numbers)
+    if not sites:
+        raise MissingTensor(
+            f"{ckpt.model_id}: no attention weights of model_type {ckpt.model_type!r} found "
+            f"(looked for {[a.weight for a in attentions]})"
+        )
+    return sites
+
+
+def read_qk(ckpt: Checkpoint, site: Site) -> AttentionBlock:
+    """One layer's per-head Q and K."""
+    a, store = site.attention, ckpt.store
+    if a.fused in (None, "kv"):
+        wq, wk = (store.get(site.name(a.weight, p)) for p in a.qk)
+        wq, wk = (wq.T, wk.T) if a.conv1d else (wq, wk)
+        if a.fused == "kv":  # [k | v] along the outputs
+            if wk.shape[0] % 2:
+                raise CorruptCheckpoint(
+                    f"{ckpt.model_id}: {site.name(a.weight, a.qk[1])} has {wk.shape[0]} outputs, not k | v"
+                )
+            wk = wk[: wk.shape[0] // 2]
+    else:
+        name = site.name(a.weight)
+        w = store.get(name)
+        try:
+            wq, wk = fused_rows(w.T if a.conv1d else w, site.heads, site.kv_heads, a.fused)
+        except ValueError as e:
+            raise CorruptCheckpoint(f"{ckpt.model_id}: {name} {tuple(w.shape)}: {e}") from None
+    block = AttentionBlock(site.stack, site.layer, linear_heads(wq, site.heads), linear_heads(wk, site.kv_heads))
+    return _fold_qk_norm(ckpt, site, block) if a.qk_norm else block
+
+
+def _fold_qk_norm(ckpt: Checkpoint, site: Site, block: AttentionBlock) -> AttentionBlock:
+    """The block with its QK-norm's gains (and a LayerNorm's centring) folded into q and k,
+    marked form="qk_norm_gain_folded" (Attention.qk_norm); unchanged where the checkpoint has
+    no QK-norm tensors. The product is taken in float32 at least (exact for 16-bit factors)."""
+    a, k = site.attention, block.q.shape[2]
+    gq, gk = (_qk_gain(ckpt, site, t, n, k) for t, n in zip(a.qk_norm, (block.n_heads, block.n_kv_heads)))
+    if gq is None and gk is None:
+        return block
+    if gq is None or gk is None:
+        raise CorruptCheckpoint(
+            f"{ckpt.model_id}: {site.stack} layer {site.layer} has a QK-norm gain for only one of queries and keys "
+            f"({a.qk_norm[0] if gk is None else a.qk_norm[1]} found under {site.prefix!r}); a truncated checkpoint?"
+        )
+
+    def folded(factor: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
+        f = factor.to(torch.promote_types(factor.dtype, torch.float32))
+        if a.qk_norm_centred:  # a LayerNorm subtracts each head's mean: x Q_h (I - 11^T / k)
+            f = f - f.mean(dim=2, keepdim=True)
+        return f * (gain.to(f.dtype) + a.gain_offset)[:, None, :]
+
+    return dataclasses.replace(block, q=folded(block.q, gq), k=folded(block.k, gk), form="qk_norm_gain_folded")
+
+
+def _qk_gain(ckpt: Checkpoint, site: Site, template: str, n: int, k: int) -> torch.Tensor | None:
+    """One side's QK-norm gain as [n heads, k] (a gain shared by the heads repeated); None if absent."""
+    store = ckpt.store
+    per_head = "{h}" in template
+    names = [site.name(template.replace("{h}", str(h))) for h in range(n)] if per_head else [site.name(template)]
+    present = [name in store for name in names]
+    if not any(present):
+        return None
+    if not all(present):
+        raise CorruptCheckpoint(f"{ckpt.model_id}: QK-norm gain {names[present.index(False)]} is missing")
+    gains = [store.get(name) for name in names]
+    g = torch.stack(gains) if per_head else gains[0]
+    if g.numel() not in (k, n * k):
+        raise CorruptCheckpoint(
+            f"{ckpt.model_id}: QK-norm gain {names[0]} is {tuple(g.shape)}, expected ({k},) shared by the heads "
+            f"or {n} x {k} (one per head); check num_attention_heads / num_key_value_heads in config.json"
+        )
+    return g.reshape(-1, k).expand(n, k)
+
+
+def read_blocks(ckpt: Checkpoint, record: Record) -> Iterator[AttentionBlock]:
+    """The blocks (q and k only) of a checkpoint, one layer read at a time."""
+    for site in locate(ckpt, record):
+        yield read_qk(ckpt, site)
+
+
+class _Extras:
+    """The biases and gains of a block, from its Site."""
+
+    def __init__(self, ckpt: Checkpoint):
+        self.ckpt, self.store = ckpt, ckpt.store
+
+    def _get(self, name: str) -> torch.Tensor | None:
+        return self.store.get(name) if name in self.store else None
+
+    def __call__(self, block: AttentionBlock, site: Site) -> dict:
+        a = site.attention
+        out = self._biases(block, site)
+        pre_norm = bool(self.ckpt.config.get(a.pre_norm, False)) if isinstance(a.pre_norm, str) else a.pre_norm
+        norm = a.first_norm if a.first_norm and site.layer == 0 else a.norm
+        if pre_norm and norm:
+            out["q_gain"] = self._gain(site.name(norm), block.q.shape[1], a.gain_offset)
+            if block.stack != "cross":
+                out["k_gain"] = out["q_gain"]
+            elif a.k_norm and not (a.k_norm_unless and site.name(a.k_norm_unless) in self.store):
+                out["k_gain"] = self._gain(site.name(a.k_norm), block.k.shape[1], a.gain_offset)
+        return {k: v for k, v in out.items() if v is not None}
+
+    def _gain(self, name: str, d: int, offset: float = 0.0) -> torch.Tensor | None:
+        g = self._get(name)
+        if g is not None and tuple(g.shape) != (d,):
+            raise CorruptCheckpoint(f"{self.ckpt.model_id}: norm gain {name} is {tuple(g.shape)}, expected ({d},)")
+        return g + offset if g is not None and offset else g  # Gemma's RMSNorm scales by 1 + w
+
+    def _biases(self, block: AttentionBlock, site: Site) -> dict:
+        a = site.attention
+        h, h_kv, k = block.n_heads, block.n_kv_heads, block.q.shape[2]
+        template = a.bias_template
+        if a.fused in ("blocks", "per_head", "grouped"):
+            if template is None:
+                bq, bk, where_q, where_k = None, None, None, None
+            else:
+                where_q = where_k = site.name(template)
+                b = self._get(where_q)
+                if b is None:
+                    return {}
+                if b.ndim != 1 or b.numel() != (h + 2 * h_kv) * k:
+                    raise CorruptCheckpoint(
+                        f"{self.ckpt.model_id}: {where_q} is {tuple(b.shape)}, "
+                        f"not q, k, v of {h} + 2 x {h_kv} heads of {k}"
+                    )
+                bq, bk = (t.flatten() for t in fused_rows(b[:, None], h, h_kv, a.fused))
+        else:
+            where_q, where_k = (site.name(template, p) if template else None for p in a.qk)
+            bq = self._get(where_q) if where_q else None
+            bk = self._get(where_k) if where_k else None
+            if bk is not None and a.fused == "kv":  # [k | v]
+                bk = bk[: bk.shape[0] // 2]
+        if a.q_bias:
+            where_q = site.name(a.q_bias)
+            bq = self._get(where_q)
+        q_bias, k_bias = self._split(bq, h, k, where_q), self._split(bk, h_kv, k, where_k)
+        if q_bias is not None and block.heads is not None:  # q's rows in the block's head order
+            q_bias = q_bias[list(block.heads)]
+        return {"q_bias": q_bias, "k_bias": k_bias}
+
+    def _split(self, b: torch.Tensor | None, n: int, k: int, name: str | None) -> torch.Tensor | None:
+        if b is None:
+            return None
+        if b.ndim != 1 or b.numel() != n * k:
+            raise CorruptCheckpoint(f"{self.ckpt.model_id}: bias {name} is {tuple(b.shape)}, expected ({n * k},)")
+        return b.reshape(n, k)
+
+
+def with_extras(ckpt: Checkpoint, blocks: Iterable[AttentionBlock], record: Record) -> Iterator[AttentionBlock]:
+    """The blocks, in order and one at a time, with q_bias, k_bias, q_gain, k_gain and rope
+    filled in where the model has them (dataclasses.replace; what the adapter set is kept,
+    what the model lacks stays None); record: the checkpoint's."""
+    from .rope import ModelRope
+
+    extras = _Extras(ckpt)
+    rotates = record.rope is not None and (record.rope.only_if is None or record.rope.only_if(ckpt.config))
+    rope = ModelRope(ckpt, record.rope) if rotates else None
+    sites: dict[tuple[str, int], Site] | None = None
+    for block in blocks:
+        if sites is None:
+            sites = {(s.stack, s.layer): s for s in locate(ckpt, record)}
+        site = sites.get((block.stack, block.layer))
+        changes = extras(block, site) if site is not None else {}
+        if rope is not None and block.rope is None and (r := rope(block)) is not None:
+            changes["rope"] = r
+        changes = {k: v for k, v in changes.items() if getattr(block, k) is None}  # what an adapter set stays
+        yield dataclasses.replace(block, **changes) if changes else block
