@@ -4,8 +4,10 @@ real layouts, behind an HTTP server that speaks the hub's API (see server.py).
 
     python tests/standin_hub build ROOT          # the repos and data (a minute; once)
     python tests/standin_hub serve ROOT          # prints the HF_ENDPOINT and HF_TOKEN to export
+    python tests/standin_hub serve ROOT --popular  # config/catalogue/hub_popular.tsv's models instead
 
 tests/test_rehearsal.py runs the paper config against it; README.md ("Rehearsing the paper run").
+tests/test_hub_popular.py scores every model of hub_popular.tsv from it (popular_repos.py).
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .popular_repos import build_popular
 from .server import TOKEN, StandInHub
 
-__all__ = ["TOKEN", "StandInHub", "build", "start"]
+__all__ = ["TOKEN", "StandInHub", "build", "build_popular", "start"]
 
 WIKIPEDIA = "wikimedia/wikipedia"
 TOKENIZER = "bert-base-uncased"  # the paper's tokenizer: training.tokenizer.pretrained

@@ -1,4 +1,4 @@
-"""python tests/standin_hub {build,serve} ROOT [--port N] [--throttle N]"""
+"""python tests/standin_hub {build,serve} ROOT [--popular] [--port N] [--throttle N]"""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ if __package__ in (None, ""):  # run as `python tests/standin_hub`: import it as
     __package__ = "standin_hub"
     import standin_hub  # noqa: F401
 
-from . import build, red_pajama_url, start
+from . import build, build_popular, red_pajama_url, start
 from .server import TOKEN
 
 
@@ -23,14 +23,18 @@ def main(argv=None) -> int:
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--cdn-port", type=int, default=8766)
     p.add_argument("--throttle", type=int, default=0, help="answer every n-th file request 429 once")
+    p.add_argument(
+        "--popular", action="store_true", help="the models of config/catalogue/hub_popular.tsv, not the paper's"
+    )
     a = p.parse_args(argv)
-    build(a.root)
+    (build_popular if a.popular else build)(a.root)
     if a.command == "build":
         print(f"built {a.root}")
         return 0
     hub = start(a.root, port=a.port, cdn_port=a.cdn_port, throttle=a.throttle)
     print(f"export HF_ENDPOINT={hub.url} HF_TOKEN={TOKEN}")
-    print(f"# training data: jigsaw_dir={a.root / 'kaggle' / 'jigsaw'} red_pajama_url={red_pajama_url(hub)}")
+    if not a.popular:
+        print(f"# training data: jigsaw_dir={a.root / 'kaggle' / 'jigsaw'} red_pajama_url={red_pajama_url(hub)}")
     print("serving; Ctrl-C stops", flush=True)
     try:
         while True:

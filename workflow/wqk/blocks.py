@@ -8,6 +8,11 @@ import torch
 
 from .contracts import STACKS
 
+# what the block's factors score (the scores' `form` column): "bilinear", the logits are
+# scale * x Q_h K_h^T y; "qk_norm_gain_folded", a QK-norm model's logits divided by the norm's
+# per-token scalings (rms of each query and key), its gains folded into Q_h and K_h
+FORMS = ("bilinear", "qk_norm_gain_folded")
+
 
 @dataclass(frozen=True)
 class Rope:
@@ -47,7 +52,8 @@ class AttentionBlock:
     q_bias [H, k] and k_bias [H_kv, k], the projections' biases; q_gain [d_q] and k_gain
     [d_k], the gain of the normalisation that feeds the queries and the keys (pre-norm
     models); rope, the rotary embedding. heads: the label of each query head when q is
-    not in head order (the authors' method regroups heads); None: 0..H-1.
+    not in head order (the authors' method regroups heads); None: 0..H-1. form: what q and
+    k score (FORMS).
     """
 
     stack: str
@@ -60,8 +66,11 @@ class AttentionBlock:
     k_gain: torch.Tensor | None = None
     rope: Rope | None = None
     heads: tuple[int, ...] | None = None
+    form: str = "bilinear"
 
     def __post_init__(self):
+        if self.form not in FORMS:
+            raise ValueError(f"{self.stack} layer {self.layer}: form must be one of {FORMS}, got {self.form!r}")
         if self.stack not in STACKS:
             raise ValueError(f"stack must be one of {STACKS}, got {self.stack!r}")
         if self.q.ndim != 3 or self.k.ndim != 3:

@@ -3,7 +3,8 @@ the workflow at parse time (workflow/rules/common.smk), by aggregation and by th
 
 One line per checkpoint, tab-separated, "#" lines are comments; the columns, their types
 and defaults are those of workflow/schemas/catalogue.schema.yaml. Every error names the
-file, the line and the column.
+file, the line and the column. Where a row's model_type is known (a `tiny:` source, or the
+optional `model_type` column), its objectives are checked against that architecture's record.
 """
 
 from __future__ import annotations
@@ -16,16 +17,19 @@ from typing import TYPE_CHECKING
 import jsonschema
 import yaml
 
-from . import slug as make_slug
 from .checkpoints.source import parse_source
 from .contracts import STACKS
 from .errors import WqkError
+from .ids import slug as make_slug
 
 if TYPE_CHECKING:
     import pandas as pd
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "catalogue.schema.yaml"
 NO_OBJECTIVE = {"empty", "none", "-", "n/a"}  # spellings of "no such stack"
+# optional columns kept in the rows only where the file has them, so that a catalogue without
+# them loads (and is written to results/catalogue.tsv) exactly as before they existed
+ONLY_IF_GIVEN = {"model_type"}
 
 
 class CatalogueError(WqkError):
@@ -92,7 +96,7 @@ def check_rows(
             if row[key] in seen:
                 raise CatalogueError(f"{where}: duplicate {key} '{row[key]}' (also on line {seen[row[key]]})")
             seen[row[key]] = lineno
-        out.append({k: row[k] for k in props})
+        out.append({k: row[k] for k in props if k not in ONLY_IF_GIVEN or k in header})
     return out
 
 
@@ -109,12 +113,51 @@ def _typed_row(raw: dict[str, str], props: dict) -> dict:
 
 
 def _check_row(row: dict, where: str) -> None:
-    if not (row["objective_encoder"] or row["objective_decoder"]):
-        raise CatalogueError(f"{where}: give objective_encoder and/or objective_decoder")
     try:
-        parse_source(row["source"])
+        source = parse_source(row["source"])
     except WqkError as e:
         raise CatalogueError(f"{where}, column 'source': {e}") from None
+    model_type = row["model_type"]
+    if source.kind == "tiny":
+        if model_type and model_type != source.model_type:
+            raise CatalogueError(
+                f"{where}, column 'model_type': {model_type!r}, but the source builds {row['source']}; "
+                "make them agree or leave model_type empty"
+            )
+        _check_objectives(row, where, source.model_type, "source", need_tiny=True)
+    elif model_type:
+        _check_objectives(row, where, model_type, "model_type")
+    if not (row["objective_encoder"] or row["objective_decoder"]):
+        raise CatalogueError(f"{where}: give objective_encoder and/or objective_decoder")
+
+
+def _check_objectives(row: dict, where: str, model_type: str, column: str, need_tiny: bool = False) -> None:
+    """Where the row names its model_type (in `column`: a tiny: source or the model_type
+    column): the record's objectives are the default (filled in when the row gives none),
+    and the row may override them, but only for stacks the architecture has. need_tiny: the
+    workflow builds the model from the record's tiny config."""
+    from .adapters import get_record
+    from .errors import UnsupportedModelType
+
+    try:
+        record = get_record(model_type)
+    except UnsupportedModelType as e:
+        raise CatalogueError(f"{where}, column '{column}': {e}") from None
+    if need_tiny and record.tiny is None:
+        raise CatalogueError(
+            f"{where}, column '{column}': model_type {model_type!r} has no tiny config; add Tiny(...) to its record"
+        )
+    stacks = [s for s in STACKS if s != "cross"]
+    given = {s: row[f"objective_{s}"] for s in stacks if row[f"objective_{s}"]}
+    for stack in given:
+        if stack not in record.objectives:
+            raise CatalogueError(
+                f"{where}, column 'objective_{stack}': model_type {model_type!r} has no {stack} self-attention "
+                f"(its stacks: {', '.join(record.objectives)}); leave the cell empty"
+            )
+    if not given:
+        for stack, objective in record.objectives.items():
+            row[f"objective_{stack}"] = objective
 
 
 def load_catalogue(path: str | os.PathLike, schema_path=None) -> list[dict]:
