@@ -114,11 +114,15 @@ def main():
     add_checkpoint_arguments(ap)
     ap.add_argument("--repeats", type=int, default=3, help="runs of each method, interleaved")
     ap.add_argument("--naive-worker", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     folder = checkpoint_folder(a)
     if a.naive_worker:
         return naive(folder, a.naive_worker)
-    build_checkpoint(folder, a.hidden, a.layers, a.heads, a.kv_heads, a.vocab, a.mlp)
+    if a.prepare:
+        return build_checkpoint(folder, a.hidden, a.layers, a.heads, a.kv_heads, a.vocab, a.mlp)
+    # built in a process of its own: a child's peak RSS (wait4) counts its parent's at fork time
+    subprocess.run([sys.executable, __file__, "--prepare", *sys.argv[1:]], check=True)
     size = (folder / "model.safetensors").stat().st_size / 1e9
     print(f"checkpoint: {folder} ({size:.2f} GB)")
     naive_json, ours_pq = a.workdir / "naive.json", a.workdir / "wqk.parquet"

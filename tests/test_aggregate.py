@@ -159,6 +159,22 @@ def test_aggregate_cli_writes_deterministic_outputs(tmp_path):
     assert pd.read_csv(tmp_path / "a" / "models.csv")["symmetry_median"].iloc[0] == pytest.approx(0.25)
 
 
+def test_metric_columns_of_files_with_different_metrics_in_the_catalogue_order():
+    """Files scored with different metrics: the scores files' one order (wqk.metric_catalogue),
+    catalogued columns first, whichever file comes first; an unknown float column after them."""
+    from wqk.metric_catalogue import order_columns
+
+    s, _ = toy.toy_world()
+    rotary = s[s["model"] == "toy/enc-small"].assign(rotary_symmetry_d1=0.5, rotary_symmetry_d0=0.4, extra_x=0.1)
+    spectra = s[s["model"] == "toy/dec-small"].assign(stable_rank=1.0, symmetry_gain=0.2)
+    expected = ["symmetry", "directionality", "stable_rank", "rotary_symmetry_d0", "rotary_symmetry_d1",
+                "symmetry_gain", "extra_x"]  # fmt: skip
+    for frames in ((rotary, spectra), (spectra, rotary)):
+        both = pd.concat(frames, ignore_index=True)
+        assert agg.metric_columns(both) == expected
+        assert agg.metric_columns(both)[2:] == order_columns(c for c in both.columns if c in expected[2:])
+
+
 # ------------------------------------------------------------------ null reference
 def shapes_scores(d=256, k=64, h=4, h_kv=2, layers=2, stacks=("encoder",)):
     return pd.concat(

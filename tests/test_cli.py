@@ -134,3 +134,17 @@ def test_command_line_run_prints_everything_and_never_imports_pandas(tmp_path, m
     imported = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
     assert "torch" in imported and "pandas" not in imported
     pd.testing.assert_frame_equal(pd.read_parquet(out), minilm_scores)
+
+
+def test_unknown_metric_in_the_config_stops_the_dry_run(tmp_path):
+    """score.metrics is checked when the workflow is parsed (wqk.metric_catalogue, no torch):
+    the error names the config key, the bad name and the known ones."""
+    from rehearse import copy_workflow
+    from test_workflow import TEST_CONFIG, snakemake
+
+    workdir = copy_workflow(tmp_path / "wf")
+    r = snakemake(workdir, "-n", "--configfile", TEST_CONFIG, "--config", 'score={"metrics": ["spectra", "spectrum"]}')
+    out = r.stdout + r.stderr
+    assert r.returncode != 0
+    assert "config score.metrics: unknown metric 'spectrum'" in out
+    assert "default, all, symmetry, directionality, spectra" in out

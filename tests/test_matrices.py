@@ -93,11 +93,11 @@ def test_writes_are_deterministic_and_atomic(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.parquet", "b.parquet"]
 
 
-def test_old_format_is_refused_with_a_fix(tmp_path):
-    old = tmp_path / "old.parquet"
-    pq.write_table(pa.table({"stack": ["encoder"], "layer": [0], "q": [[1.0]], "k": [[1.0]]}), old)
-    with pytest.raises(WqkError, match="older wqk.*wqk extract"):
-        next(read_blocks(old))
+def test_a_file_without_the_factors_is_refused_with_a_fix(tmp_path):
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"stack": ["encoder"], "layer": [0], "q": [[1.0]], "k": [[1.0]]}), other)
+    with pytest.raises(WqkError, match="not a matrices Parquet.*wqk extract"):
+        next(read_blocks(other))
 
 
 def test_failed_extraction_leaves_nothing(tmp_path):

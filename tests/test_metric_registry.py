@@ -243,7 +243,7 @@ def test_metrics_a_block_has_not_are_absent_and_nan_in_the_table():
     assert df.loc[df["layer"] == 0, "rotary_symmetry_d0"].isna().all()
     assert df.loc[df["layer"] == 1, "rotary_symmetry_d0"].notna().all()
     assert "symmetry_gain" not in df.columns  # no block has a gain: no column (an aggregate reads it as NaN)
-    extra = list(df.columns[df.columns.get_loc("reason") + 1 :])
+    extra = list(df.columns[df.columns.get_loc("form") + 1 :])  # after the contract's last column
     assert extra[:5] == list(SPECTRA) and extra[5] == "rotary_symmetry_d0"
     # spectra per head by default; per layer only with layer_spectra
     default = to_frame(score_table([(info, plain)], progress=False))

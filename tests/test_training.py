@@ -330,17 +330,19 @@ def test_rerun_of_finished_run_is_a_no_op_and_settings_are_checked(small_corpus,
         )
 
 
-def test_lost_scores_are_rescored_from_checkpoints_or_refused(small_corpus, small_tokenizer, tmp_path):
-    """A run whose scores folder is gone: scored again from its checkpoints when every one was
-    kept (as a run trained before scores were written in process), else an error naming it."""
+def test_lost_scores_are_refused_naming_the_run(small_corpus, small_tokenizer, tmp_path):
+    """A run whose scores are gone (each step is scored right after its checkpoint is
+    written): an error naming the run and the steps, whether the checkpoints remain or not,
+    and the run left as it was."""
     import shutil
 
     run = tmp_path / "all" / "run"
     cfg = tiny_cfg(small_corpus, small_tokenizer, run, keep_checkpoints=0)
     train(cfg)
-    before = _bytes(run)
     shutil.rmtree(run / "scores")
-    train(cfg)  # finished: nothing trained, the scores are written again from the checkpoints
+    before = _bytes(run)
+    with pytest.raises(WqkError, match=r"no scores for the saved steps \[0, 3, 6\].*delete"):
+        train(cfg)  # finished, every checkpoint kept: refused all the same
     assert _bytes(run) == before
 
     run = tmp_path / "last" / "run"

@@ -15,9 +15,11 @@ from snakemake.exceptions import WorkflowError
 # The catalogue loader and the source parser are the package's own; they need no torch,
 # so the source tree is enough when wqk is not installed.
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
-from wqk import slug as model_slug  # noqa: E402
+from wqk.ids import slug as model_slug  # noqa: E402
 from wqk.catalogue import CatalogueError, load_catalogue, write_catalogue  # noqa: E402
+from wqk.errors import WqkError  # noqa: E402
 from wqk.checkpoints.source import parse_source  # noqa: E402
+from wqk.metric_catalogue import select as select_metrics  # noqa: E402
 from wqk.training.corpus import NAMES as CORPUS_NAMES  # noqa: E402
 
 # Rules call the `wqk` command: find it beside the Python that runs Snakemake, so that
@@ -38,6 +40,12 @@ except CatalogueError as e:
     raise WorkflowError(str(e)) from None
 MODELS = {row["slug"]: row for row in CATALOGUE}
 SLUGS = list(MODELS)
+
+# Metric names are checked here, not in the first scoring job an hour into a run.
+try:
+    select_metrics(config["score"]["metrics"])
+except WqkError as e:
+    raise WorkflowError(f"config score.metrics: {e}") from None
 
 
 def source_kind(source):
@@ -263,7 +271,7 @@ def params_of(kind, name, **extra):
 
 def score_flags():
     """`wqk score` flags of config score.metrics and score.rotary_offsets; none for the
-    defaults ("default", null), so that a default run's command lines stay as they were.
+    defaults ("default", null), which `wqk score` applies itself.
     """
     metrics = config["score"]["metrics"]
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)

@@ -9,28 +9,27 @@ catalogue line (wqk.catalogue) by model_id, else by slug.
 Metrics beyond the paper's two (spectra, rotary-aware symmetry, folded forms: whatever the
 metric registry of `wqk score` appended) are every float64 column of a scores frame outside
 wqk.contracts.SCORES_SCHEMA (`metric_columns`). They are carried after the paper's columns,
-which keep their names and order: an aggregate of scores without them is byte for byte the
-one before they existed. In the models table, {m}_* over layers and head_{m}_* over heads
-for each such metric whose layer (head) rows are not all NaN; null_{m}_* and null_head_{m}_*
-likewise from the null reference. The long tables carry every one present; the groups table
-stays on the paper's two.
+which keep their names and order whichever others are present. In the models table, {m}_*
+over layers and head_{m}_* over heads for each such metric whose layer (head) rows are not
+all NaN; null_{m}_* and null_head_{m}_* likewise from the null reference. The long tables
+carry every one present; the groups table stays on the paper's two.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from . import slug as make_slug
 from .atomic import atomic_path
 from .catalogue import CatalogueError, check_catalogue, read_catalogue
 from .contracts import CROSS, METRICS, NULL_SUFFIX, SCORES_SCHEMA, quartiles, stack_rank
 from .errors import WqkError
+from .ids import slug as make_slug
+from .metric_catalogue import order_columns
 
 __all__ = [
     "CatalogueError",
@@ -49,31 +48,16 @@ log = logging.getLogger(__name__)
 # Columns aggregation adds to scores rows (annotate, the long tables): never metrics.
 _ANNOTATIONS = ("slug", "family", "modality", "n_params", "figure", "objective", "relative_depth")
 _NOT_METRICS = frozenset(SCORES_SCHEMA.names) | frozenset(_ANNOTATIONS)
-_NUMBERED = re.compile(r"(.*?)(\d+)")
-
-
-def _grouped(columns: list[str]) -> list[str]:
-    """Columns in order of first appearance, a numbered family (rotary_symmetry_d0, _d1, ...)
-    kept together in numeric order at its first member's place: the same order whichever
-    model's file (with which offsets) came first."""
-
-    def stem(c):
-        m = _NUMBERED.fullmatch(c)
-        return (m.group(1), int(m.group(2))) if m else (c, -1)
-
-    first: dict[str, int] = {}
-    for i, c in enumerate(columns):
-        first.setdefault(stem(c)[0], i)
-    return sorted(columns, key=lambda c: (first[stem(c)[0]], stem(c)[1], c))
 
 
 def metric_columns(df: pd.DataFrame) -> list[str]:
     """The metric columns of a scores frame (or of a long table of aggregate): the paper's
     `symmetry`, `directionality`, then every float64 column that is neither in
     wqk.contracts.SCORES_SCHEMA nor added by aggregation (spectra, rotary_symmetry_d*, folded
-    forms: what the metric registry of `wqk score` appended)."""
+    forms: what the metric registry of `wqk score` appended), in the one order of scores files
+    and tables (wqk.metric_catalogue.order_columns), whichever file came first."""
     extra = [c for c in df.columns if c not in _NOT_METRICS and c not in METRICS and df[c].dtype == np.float64]
-    return [*METRICS, *_grouped(extra)]
+    return [*METRICS, *order_columns(extra)]
 
 
 def extra_metrics(df: pd.DataFrame) -> list[str]:

@@ -4,16 +4,13 @@
     df = wqk.score("org/name")            # or a folder, pypi:<package>, a matrices .parquet
     df = wqk.score(model, device="cuda")  # a loaded transformers model
 
-The same code path as `wqk score` (locate, open, adapter, score_table), returned as a
-DataFrame instead of written to Parquet. torch and pandas are imported on the first call,
-not by `import wqk`.
+The same code path as `wqk score` (wqk.scoring.score), returned as a DataFrame instead
+of written to Parquet. torch and pandas are imported on the first call, not by `import wqk`.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
 if TYPE_CHECKING:
@@ -75,64 +72,24 @@ def score(
     Raises:
         wqk.WqkError: a source that cannot be found or read, an unsupported model_type,
             a missing tensor; the message names the model, the file and the way out.
+            Options that cannot go together (a matrices file with name or method
+            "authors", an unknown metric) raise wqk.scoring.InvalidOption, a WqkError and
+            a ValueError, before any work.
         TypeError: source is none of the above.
     """
-    if method not in ("exact", "authors"):
-        raise ValueError(f"method must be 'exact' or 'authors', not {method!r}")
-    authors = method == "authors"
-    if isinstance(source, (str, os.PathLike)):
-        text = os.fspath(source)
-        if text.endswith(".parquet") and Path(text).is_file():
-            if name is not None or synthetic:
-                raise ValueError(f"{text} is a matrices file: it records its own name and synthetic flag")
-            if authors:
-                raise ValueError(f"{text} is a matrices file: method 'authors' needs the checkpoint it came from")
-            from .matrices import read_blocks
+    from .scoring import score as score_source
 
-            items = read_blocks(Path(text))
-        else:
-            from .checkpoints import locate
-
-            found = locate(text)  # starts the provenance hash of local weights, which runs while torch loads
-            if authors:
-                from .checkpoints import open_checkpoint
-
-                items = _authors_items(open_checkpoint(found), name, synthetic)
-            else:
-                from .adapters import open_source
-
-                info, blocks = open_source(found, name, synthetic)
-                items = zip(itertools.repeat(info), blocks)
-    elif hasattr(source, "state_dict") and hasattr(getattr(source, "config", None), "to_dict"):
-        from .adapters import model_blocks
-        from .checkpoints.memory import open_model
-
-        if authors:
-            items = _authors_items(open_model(source, name), None, synthetic)
-        else:
-            info, blocks = model_blocks(open_model(source, name), synthetic=synthetic)
-            items = zip(itertools.repeat(info), blocks)
-    else:
-        raise TypeError(
-            f"wqk.score takes a source (hub id, folder, pypi:<package>, matrices .parquet) or a loaded "
-            f"transformers model, not {type(source).__name__}"
-        )
-    from .score_table import score_stream
-
-    return score_stream(
-        items,
-        device=str(device),
-        n_std=n_std,
-        progress=progress,
+    scored = score_source(
+        source,
         method=method,
         metrics=metrics,
         rotary_offsets=rotary_offsets,
+        n_std=n_std,
+        device=device,
+        name=name,
+        synthetic=synthetic,
+        progress=progress,
     )
+    from .score_table import to_frame
 
-
-def _authors_items(ckpt, name: str | None, synthetic: bool):
-    """(info, block) pairs of the authors' method (wqk.authors) on an opened checkpoint."""
-    from .authors import open_authors
-
-    info, blocks = open_authors(ckpt, name, synthetic)
-    return zip(itertools.repeat(info), blocks)
+    return to_frame(scored.table)

@@ -53,6 +53,9 @@ SCORES_SCHEMA = pa.schema(
         *[(c, pa.int32()) for c in ("head", "n_heads", "n_kv_heads", "d_q", "d_k", "head_dim")],
         *[(f, pa.float64()) for f in SCORE_FIELDS],
         ("reason", pa.string()),  # why a score is NaN, else null
+        # what was scored (wqk.blocks.FORMS): "bilinear", or "qk_norm_gain_folded" (a QK-norm
+        # model: its gains folded into Q_h, K_h, its per-token scaling left out); null: not known
+        ("form", pa.string()),
     ]
 )
 
@@ -81,8 +84,9 @@ MATRICES_SCHEMA = pa.schema(
         ("dtype", pa.string()),  # the checkpoint's precision of this factor
         ("weight", pa.large_binary()),  # head_dim x d values, row-major, little-endian
         # the layer's rotary embedding as JSON {"inv_freq": [...], "layout": ..., "context": ...}
-        # (wqk.blocks.Rope), null without one; older files lack the column
+        # (wqk.blocks.Rope), null without one
         ("rope", pa.string()),
+        ("form", pa.string()),  # what the factors score, as the scores' `form` (wqk.blocks.FORMS)
     ],
     metadata={
         b"wqk.matrices": b"one row per head: factor q (query heads), then k (each key head once) of a layer; "

@@ -119,6 +119,7 @@ def block_table(info: ModelInfo, block: AttentionBlock) -> pa.Table:
         "dtype": pa.array([DTYPE_NAMES[qt.dtype]] * h + [DTYPE_NAMES[kt.dtype]] * h_kv),
         "weight": pa.chunked_array([_binary(qt), _binary(kt)], type=pa.large_binary()),
         "rope": const(_rope_json(block.rope), pa.string()),
+        "form": const(block.form, pa.string()),
     }
     return pa.table(columns, schema=MATRICES_SCHEMA)
 
@@ -212,12 +213,10 @@ def check_format(schema: pa.Schema, path) -> None:
     names = set(schema.names)
     if {"factor", "weight", "dtype"} <= names:
         return
-    if {"q", "k"} <= names:
-        raise WqkError(
-            f"{path} is a matrices file of an older wqk (K repeated per query head, float32): "
-            "write it again with `wqk extract` or `wqk score SOURCE --matrices-out`"
-        )
-    raise WqkError(f"{path} is not a matrices Parquet (no factor/weight/dtype columns)")
+    raise WqkError(
+        f"{path} is not a matrices Parquet (no factor/weight/dtype columns): "
+        "write it with `wqk extract` or `wqk score SOURCE --matrices-out`"
+    )
 
 
 def _unreadable(path, e: BaseException) -> WqkError:
@@ -285,4 +284,5 @@ def _layer_block(t: pa.Table, path) -> tuple[ModelInfo, AttentionBlock]:
     kk = tensor("k", first["n_kv_heads"], first["d_k"])
     rope = json.loads(first["rope"]) if first.get("rope") else None
     rope = Rope(tuple(rope["inv_freq"]), rope["layout"], int(rope["context"])) if rope else None
-    return info, AttentionBlock(first["stack"], first["layer"], q, kk, rope=rope)
+    form = first.get("form") or "bilinear"  # files written before the column: plain forms
+    return info, AttentionBlock(first["stack"], first["layer"], q, kk, rope=rope, form=form)

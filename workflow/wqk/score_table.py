@@ -19,8 +19,9 @@ import pyarrow.parquet as pq
 
 from .atomic import atomic_path
 from .blocks import AttentionBlock
-from .contracts import SCORES_SCHEMA, ModelInfo, resolve_device, stack_rank
-from .metric_registry import PAPER, column_order, measure_block, select
+from .contracts import SCORES_SCHEMA, ModelInfo, stack_rank
+from .metric_catalogue import PAPER, order_columns, select
+from .metric_registry import measure_block
 from .progress import bar
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ def _rows(info: ModelInfo, block: AttentionBlock, scores: dict, heads: list) -> 
         "d_q": block.q.shape[1],
         "d_k": block.k.shape[1],
         "head_dim": block.q.shape[2],
+        "form": block.form,
     }
     columns = [c for c in scores if c != "reason"]
     return [
@@ -55,7 +57,7 @@ def _rows(info: ModelInfo, block: AttentionBlock, scores: dict, heads: list) -> 
 
 def score_table(
     items: Iterable[tuple[ModelInfo, AttentionBlock]],
-    device: str = "auto",
+    device="cpu",
     n_std: float = 2.0,
     progress: bool = True,
     method: str = "exact",
@@ -63,6 +65,7 @@ def score_table(
     rotary_offsets=None,
 ) -> pa.Table:
     """Per-layer and per-head scores of every block, sorted by stack, layer, head.
+    device: a torch device or its name, already resolved ("auto" is wqk.scoring's to resolve).
     progress: a bar on a terminal (the rules in wqk.progress); False: never.
     metrics: what wqk.metric_registry.select takes ("default": the cheap ones); their
     columns follow the contract's, NaN where a block has none (e.g. no rotary embedding).
@@ -70,14 +73,11 @@ def score_table(
     method "authors" (blocks from wqk.authors): the paper's two only, directionality 0
     where it would be NaN, and the method recorded in the table's schema metadata
     (b"wqk.method"); "exact" adds none."""
-    if method not in ("exact", "authors"):
-        raise ValueError(f"method must be exact or authors, not {method!r}")
     chosen = PAPER if method == "authors" else select(metrics)
-    dev = resolve_device(device)
     rows: list[dict] = []
     for info, block in bar(items, enabled=progress, desc="scoring layers", unit="layer"):
         per_head, per_layer = measure_block(
-            block, chosen, dev, n_std, zero_directionality=method == "authors", rotary_offsets=rotary_offsets
+            block, chosen, device, n_std, zero_directionality=method == "authors", rotary_offsets=rotary_offsets
         )
         rows += _rows(info, block, per_layer, [None])
         rows += _rows(info, block, per_head, list(block.heads or range(block.n_heads)))
@@ -103,8 +103,8 @@ def to_table(rows: list[dict]) -> pa.Table:
 
 def scores_schema(columns) -> pa.Schema:
     """The contract's columns, then the metric columns among `columns` (float64), in the
-    registry's order."""
-    extra = sorted(set(columns) - set(COLUMNS), key=column_order)
+    catalogue's order (wqk.metric_catalogue.order_columns)."""
+    extra = order_columns([c for c in columns if c not in set(COLUMNS)])
     return pa.schema([*SCHEMA, *[(c, pa.float64()) for c in extra]])
 
 
@@ -120,6 +120,9 @@ def _from_frame(df: pd.DataFrame) -> pa.Table:
     schema = scores_schema(df.columns)
     columns = {}
     for f in schema:
+        if f.name == "form" and "form" not in df:  # a frame from before the column: not known
+            columns[f.name] = [None] * len(df)
+            continue
         values = df[f.name].tolist()
         columns[f.name] = values if f.type == pa.float64() else [None if pd.isna(v) else v for v in values]
     return _table(columns, schema)

@@ -1,4 +1,4 @@
-"""wqk extract SOURCE --out MATRICES.parquet"""
+"""wqk extract SOURCE --out MATRICES.parquet: the matrices Parquet alone (wqk.scoring.extract)."""
 
 
 def add_arguments(p):
@@ -10,14 +10,9 @@ def add_arguments(p):
 
 def run(args):
     from ..atomic import check_writable
-    from ..checkpoints import locate
+    from ..scoring import extract
 
     out = check_writable(args.out)
-    found = locate(args.source)  # starts the provenance hash, which runs while torch loads
-    from ..adapters import open_source
-    from ..matrices import write_matrices
-
-    info, blocks = open_source(found, args.name, args.synthetic)
-    n = write_matrices(info, blocks, out)
+    info, n = extract(args.source, out, name=args.name, synthetic=args.synthetic)
     print(f"{info.model}: {n} attention layers -> {out}")
     return 0

@@ -27,11 +27,11 @@ def run(args) -> int:
     import pyarrow.parquet as pq
 
     from ..atomic import check_writable
-    from ..contracts import resolve_device
     from ..errors import WqkError
+    from ..scoring import resolve
 
     check_writable(args.out)
-    resolve_device(args.device)  # checked before the work
+    device = resolve(args.device)  # checked before the work
     try:
         scores = pq.read_table(args.scores)
     except FileNotFoundError as e:
@@ -44,7 +44,7 @@ def run(args) -> int:
     from ..null import null_table
     from ..score_table import write_scores
 
-    out = null_table(scores, seed=args.seed, device=args.device, all_layers=args.all_layers)
+    out = null_table(scores, seed=args.seed, device=device, all_layers=args.all_layers)
     write_scores(out, args.out)
     log.info("wrote %s (%d rows)", args.out, out.num_rows)
     return 0

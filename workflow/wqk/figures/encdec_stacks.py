@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..report_data import select_models
 from . import DOUBLE, STACK_COLOURS, no_data
-from .scores_vs_params import metric_panels, plot_points, select
+from .scores_vs_params import metric_panels, plot_points
 
 
 def encdec(models, modality=None, figure=None):
-    df = select(models, modality, figure)
+    df = select_models(models, modality, figure)
     stacks = df.groupby("model")["stack"].agg(set)
     both = stacks[stacks.map(lambda s: {"encoder", "decoder"} <= s)].index
     return df[df["model"].isin(both)]

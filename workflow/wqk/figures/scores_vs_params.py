@@ -14,20 +14,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from ..contracts import SELF_STACKS
+from ..report_data import select_models
 from . import COLOURS, DOUBLE, NULL_COLOUR, OTHER, label, new_figure, no_data, params_axis, score_axis, style
 
 METRICS = ("symmetry", "directionality")
-
-
-def select(models: pd.DataFrame, modality: str | None = None, figure: str | None = None) -> pd.DataFrame:
-    df = models[models["stack"].isin(SELF_STACKS)]
-    if modality:
-        df = df[df["modality"] == modality]
-    if figure:
-        keys = df["figure"].fillna("").astype(str).str.split(",")
-        df = df[keys.map(lambda ks: figure in [k.strip() for k in ks])]
-    return df
 
 
 def plot_points(ax, df: pd.DataFrame, metric: str, by: str = "objective", palette=None, suffix: str = "") -> list:
@@ -75,7 +65,7 @@ def metric_panels(df, width: float, height: float, title, panel):
 
 
 def draw(data: dict, modality: str = "text", figure: str | None = None, width: float = DOUBLE, height: float = 2.4):
-    df = select(data["models"], modality, figure)
+    df = select_models(data["models"], modality, figure)
 
     def panel(ax, metric):
         if df.empty or not np.isfinite(df["n_params"].astype(float)).any():

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import math
 
-from ..tables.symmetric_init import load  # noqa: F401  (`wqk figure` reads inputs through it)
+from ..report_data import from_paper, load_losses
 from . import DOUBLE, colour, new_figure, no_data, style
 from ._training import NAMES
+
+load = load_losses  # `wqk figure` reads the inputs through it
 
 
 def draw(
@@ -26,8 +28,6 @@ def draw(
 ):
     df = data["losses"]
     if "step" not in df.columns:
-        from ..tables.symmetric_init import from_paper
-
         df = from_paper(df)
     objectives = sorted(df["objective"].unique()) if objective == "all" else [objective]
     df = df[df["objective"].isin(objectives)]

@@ -11,12 +11,14 @@ dotted line, its steps scaled to our run's length (the paper trained 200,000 ste
 
 from __future__ import annotations
 
-from ..tables.training_comparison import paper_runs
+from ..report_data import load_csv, paper_runs
 from . import DOUBLE, OBJECTIVE_ORDER, colour, new_figure, no_data, score_axis, style
 from ._training import NAMES, select, title
 
 METRICS = ("symmetry", "directionality")
 LINESTYLES = ("-", "--", ":", "-.")
+
+load = load_csv  # `wqk figure` reads the inputs through it
 
 
 def draw(data: dict, dataset=None, init="default", size=None, width=DOUBLE, height=2.4):
@@ -62,12 +64,6 @@ def draw(data: dict, dataset=None, init="default", size=None, width=DOUBLE, heig
             # the paper's overlaid curves double the entries and lengthen them: two columns then fit
             fig.legend(handles, labels, loc="outside lower center", ncols=2 if len(handles) > 4 else len(handles))
     return fig
-
-
-def load(key: str, path, **_):
-    import pandas as pd
-
-    return pd.read_csv(path)
 
 
 def _paper_curve(published, size: str, dataset: str, objective: str):

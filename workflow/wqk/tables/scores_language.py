@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..report_data import select_models
 from ._common import model_columns, order, score_columns
 
 CAPTION = "Symmetry and directionality scores per language model: median [interquartile range] over layers."
 
 
 def build(data: dict, modality: str = "text", figure: str | None = None) -> pd.DataFrame:
-    from ..figures.scores_vs_params import select
-
-    df = order(select(data["models"], modality, figure))
+    df = order(select_models(data["models"], modality, figure))
     scores = score_columns(df)
     return pd.DataFrame({**model_columns(df), **scores})

@@ -34,38 +34,21 @@ from itertools import permutations
 import numpy as np
 import pandas as pd
 
+from ..report_data import from_paper, load_losses
+
 CAPTION = (
     "Symmetric initialisation (W_q = W_k at step 0): final training loss with and without it, the "
     "fraction of steps saved to reach the baseline's final loss (losses averaged over 200 steps), its "
     "spread over seeds, and the same statistic between two baseline seeds (seed noise)."
 )
 KEYS = ["size", "objective", "dataset"]
-PAPER_LOG_EVERY = 200
 WINDOW_STEPS = 200  # the paper's logging window
 COLUMNS = [*KEYS, "seeds", "window_steps", "final_loss_default", "final_loss_symmetric", "steps",
            "step_reaching_default", "fraction_steps_saved", "fraction_sd", "fraction_min", "fraction_max",
            "noise_fraction_max", "verdict", "note"]  # fmt: skip
 
 
-def from_paper(wide: pd.DataFrame, log_every: int = PAPER_LOG_EVERY) -> pd.DataFrame:
-    """The paper's wide loss file -> the long losses table."""
-    rows = []
-    steps = (np.arange(len(wide)) + 1) * log_every
-    for col in wide.columns:
-        parts = col.split("--")
-        init = "symmetric" if parts[-1] == "symmetric-init" else "default"
-        size, kind, dataset = parts[:3]
-        objective = {"encoder": "bidirectional", "decoder": "autoregressive"}.get(kind, kind)
-        rows.append(pd.DataFrame({"run": col, "size": size, "objective": objective, "init": init,
-                                  "dataset": dataset, "step": steps, "loss": wide[col].to_numpy(float)}))  # fmt: skip
-    return pd.concat(rows, ignore_index=True)
-
-
-def load(key: str, path, **_) -> pd.DataFrame:
-    df = pd.read_csv(path)
-    if key == "summary":
-        return df
-    return from_paper(df) if "step" not in df.columns and any("--" in c for c in df.columns) else df
+load = load_losses  # `wqk table` reads the inputs through it
 
 
 def final_scores(summary: pd.DataFrame) -> pd.DataFrame:

@@ -13,12 +13,10 @@ checked, not the values. A sign within 0.01 of zero counts as zero.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
-
 import numpy as np
 import pandas as pd
 
+from ..report_data import OBJECTIVES, load_csv, paper_runs
 from ..training.summary import first_seed
 
 CAPTION = (
@@ -26,22 +24,9 @@ CAPTION = (
     "decoder, whether the signs and the encoder/decoder order agree."
 )
 METRICS = ("symmetry", "directionality")
-OBJECTIVES = {"encoder": "bidirectional", "decoder": "autoregressive"}
-SIZES = {"bert": "base", "bert-small": "mini"}
 ZERO = 0.01
-PAPER_FILE = re.compile(r"(?P<model>bert(?:-small)?)-(?P<kind>encoder|decoder)-(?P<dataset>\w+)\.pkl")
 
-
-def load(key: str, path, **_) -> pd.DataFrame:
-    return pd.read_csv(path)
-
-
-def paper_runs(published: pd.DataFrame) -> Iterator[tuple[str, str, str, pd.DataFrame]]:
-    """(our size, dataset, objective, curve by step) of each published run of a size we name."""
-    for file, g in published.groupby("file"):
-        m = PAPER_FILE.fullmatch(str(file))
-        if m and m["model"] in SIZES:
-            yield SIZES[m["model"]], m["dataset"], OBJECTIVES[m["kind"]], g.sort_values("checkpoint_step")
+load = load_csv  # `wqk table` reads the inputs through it
 
 
 def published_finals(published: pd.DataFrame) -> pd.DataFrame:

@@ -80,12 +80,11 @@ def layer_rows(scores: pd.DataFrame, run: str, step: int) -> pd.DataFrame:
 
 
 def score_checkpoint(folder: str | os.PathLike, device: str = "cpu") -> pd.DataFrame:
-    """Scores Parquet rows of one checkpoint folder, computed in-process."""
-    from ..adapters import open_source
-    from ..score_table import score_stream
+    """Scores Parquet rows of one checkpoint folder, computed in-process (wqk.scoring)."""
+    from ..score_table import to_frame
+    from ..scoring import score
 
-    info, blocks = open_source(str(folder))
-    return score_stream(((info, b) for b in blocks), device=device, progress=False)
+    return to_frame(score(os.fspath(folder), device=device, progress=False).table)
 
 
 def checkpoint_folders(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:

@@ -15,8 +15,7 @@ Run folder layout (RUN_DIR):
     done.json                     written last
 
 Every saved step is scored in this process, from the model's own tensors (its state_dict
-through wqk.checkpoints.memory, the adapters and wqk.score_table: the code of `wqk score`),
-right after its checkpoint is written: the scores file holds the same bytes as
+through wqk.scoring, the code of `wqk score`), right after its checkpoint is written: the scores file holds the same bytes as
 `wqk score RUN/checkpoints/step-NNNNNN` run from RUN's parent folder (model name
 RUN/checkpoints/step-NNNNNN, provenance the hash of that model.safetensors). Then the
 checkpoints before the last --keep-checkpoints are deleted: a run keeps its scores, its
@@ -399,20 +398,24 @@ def step_name(run_dir: Path, step: int) -> str:
 
 
 def score_step(model, run_dir: Path, step: int, device: str = "auto", matrices: bool = False) -> Path:
-    """Score the model as it is at a saved step, in this process: its state_dict through the
-    in-memory store, the adapter of its model_type and the scorer of `wqk score` (which
-    also writes the q/k matrices when asked). Identity as `wqk score` gives the step's
-    checkpoint, which must be written already: its name (step_name) and the hash of its
-    model.safetensors. Writes scores_path (and matrices_path) atomically; returns the former."""
+    """Score the model as it is at a saved step, in this process, by the scoring of
+    `wqk score` (wqk.scoring.score: its state_dict through the in-memory store and the
+    adapter of its model_type; the q/k matrices too when asked). Identity as `wqk score`
+    gives the step's checkpoint, which must be written already: its name (step_name) and
+    the hash of its model.safetensors. Writes scores_path (and matrices_path) atomically;
+    returns the former."""
     import torch
 
-    from ..adapters import model_blocks
-    from ..checkpoints.memory import open_model
     from ..checkpoints.provenance import hash_files
+    from ..score_table import write_scores
+    from ..scoring import score
 
     weights = checkpoint_dir(run_dir, step) / "model.safetensors"
-    ckpt = open_model(model, step_name(run_dir, step))
-    info, blocks = model_blocks(ckpt, provenance=f"xxh3:{hash_files([weights])}")
+    out = scores_path(run_dir, step)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    m_out = matrices_path(run_dir, step) if matrices else None
+    if m_out is not None:
+        m_out.parent.mkdir(parents=True, exist_ok=True)
     # Training runs with deterministic algorithms required; the scorer's kernels are
     # deterministic (matmuls, sums), but a CUDA kernel torch cannot certify must not stop a
     # run at its first saved step: it only warns while scoring.
@@ -420,56 +423,28 @@ def score_step(model, run_dir: Path, step: int, device: str = "auto", matrices: 
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     torch.use_deterministic_algorithms(strict, warn_only=True)
     try:
-        return _write_step(info, blocks, run_dir, step, device, matrices)
+        scored = score(
+            model,
+            name=step_name(run_dir, step),
+            provenance=f"xxh3:{hash_files([weights])}",
+            device=device,
+            progress=False,
+            matrices_out=m_out,
+        )
     finally:
         torch.use_deterministic_algorithms(strict, warn_only=warn_only)
-
-
-def _write_step(info, blocks, run_dir: Path, step: int, device: str, matrices: bool) -> Path:
-    import itertools
-
-    from ..matrices import MatricesWriter
-    from ..score_table import score_table, write_scores
-
-    out = scores_path(run_dir, step)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if matrices:
-        m_out = matrices_path(run_dir, step)
-        m_out.parent.mkdir(parents=True, exist_ok=True)
-        with MatricesWriter(m_out) as writer:
-            table = score_table(writer.tee(info, blocks), device=device, progress=False)
-    else:
-        table = score_table(zip(itertools.repeat(info), blocks), device=device, progress=False)
-    write_scores(table, out)
+    write_scores(scored.table, out)
     return out
 
 
-def _score_saved(run_dir: Path, step: int, device: str, matrices: bool) -> Path:
-    """Scores of a step from its checkpoint folder (`wqk score`'s own path): for the steps
-    of a run begun before scores were written in process, whose checkpoints were all kept."""
-    from ..adapters import open_source
-
-    info, blocks = open_source(str(checkpoint_dir(run_dir, step)), step_name(run_dir, step))
-    return _write_step(info, blocks, run_dir, step, device, matrices)
-
-
-def _check_scores(run_dir: Path, steps: list[int], device: str, matrices: bool) -> None:
-    """Every saved step up to the one a run resumes from (or ends at) has its scores: those
-    missing are scored from their checkpoints if these remain, else the run cannot go on."""
-    saved = set(complete_checkpoints(run_dir))
-    lost = []
-    for s in steps:
-        if scores_path(run_dir, s).is_file():
-            continue
-        if s in saved:
-            log.info("scoring step %d from its checkpoint", s)
-            _score_saved(run_dir, s, device, matrices)
-        else:
-            lost.append(s)
+def _check_scores(run_dir: Path, steps: list[int]) -> None:
+    """Every saved step up to the one a run resumes from (or ends at) has its scores (each
+    is scored right after its checkpoint is written): a missing one stops the run."""
+    lost = [s for s in steps if not scores_path(run_dir, s).is_file()]
     if lost:
         raise WqkError(
-            f"{run_dir}: no scores for the saved steps {lost} and no checkpoints left to score them "
-            f"from ({run_dir / 'scores'} was deleted?): delete {run_dir} to train the run again"
+            f"{run_dir}: no scores for the saved steps {lost} ({run_dir / 'scores'} was deleted?): "
+            f"delete {run_dir} to train the run again"
         )
 
 
@@ -542,7 +517,7 @@ def _train(cfg: TrainConfig) -> dict:
             )
         if done_path.is_file():
             log.info("%s is complete (done.json); nothing to train", run_dir)
-            _check_scores(run_dir, checkpoint_steps(cfg), cfg.score_device, cfg.keep_matrices)
+            _check_scores(run_dir, checkpoint_steps(cfg))
             if cfg.scores_out:
                 publish_scores(run_dir, checkpoint_steps(cfg), cfg.scores_out)
             return json.loads(done_path.read_text())
@@ -616,12 +591,11 @@ def _train(cfg: TrainConfig) -> dict:
     if not done_steps:
         _save(run_dir, 0, model, trainer_state())
     # The step resumed from is scored again: a kill may have come between its checkpoint and
-    # its scores. The steps before it were scored before it was saved (or, in a run begun
-    # before scores were written here, are scored from their checkpoints now).
+    # its scores. The steps before it were scored before it was saved.
     for folder in (run_dir / "scores", run_dir / "matrices"):
         remove_partial_files(folder)
     score_step(model, run_dir, start, cfg.score_device, cfg.keep_matrices)
-    _check_scores(run_dir, [s for s in sorted(saves) if s < start], cfg.score_device, cfg.keep_matrices)
+    _check_scores(run_dir, [s for s in sorted(saves) if s < start])
     prune_checkpoints(run_dir, cfg.keep_checkpoints)
 
     special = [ids["[PAD]"], ids["[CLS]"], ids["[SEP]"]]

@@ -1,0 +1,14 @@
+"""Model ids as file names: the one place where ids become paths (imported by the hub cache,
+the catalogue, aggregation and the workflow's rules, below everything that scores)."""
+
+import re
+
+
+def slug(model_id: str) -> str:
+    """Filesystem-safe name of a model id.
+
+    >>> slug("meta-llama/Llama-2-7b-hf@main")
+    'meta-llama--llama-2-7b-hf--main'
+    """
+    s = model_id.strip().lower().replace("/", "--").replace("@", "--")
+    return re.sub(r"[^a-z0-9._-]", "_", s)
