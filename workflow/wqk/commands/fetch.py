@@ -1,5 +1,6 @@
-"""`wqk fetch SOURCE [--out DIR]`: put what extraction needs from a hub model in the cache
-(config.json + q/k tensors, or whole weight files with --all-weights) and copy it to DIR."""
+"""`wqk fetch SOURCE [--out DIR] [--force]`: put what extraction needs from a hub model in the cache
+(config.json + the tensors its record reads, or whole weight files with --all-weights) and copy it to DIR.
+--force fetches it again, replacing the cached folder (a damaged one is fetched again anyway)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,14 @@ def add_arguments(p) -> None:
         "--all-weights", action="store_true", help="download whole weight files instead of the q/k byte ranges"
     )
     p.add_argument("--cache-dir", help="our cache root (default: $WQK_CACHE or ~/.cache/wqk)")
+    p.add_argument(
+        "--force", action="store_true", help="fetch again from the hub, replacing the cached folder atomically"
+    )
     p.add_argument("--no-progress", action="store_true")
 
 
 def run(args) -> int:
+    from ..adapters.tensors import tensor_filter
     from ..atomic import check_writable
     from ..checkpoints import parse_source
     from ..checkpoints.hub import fetch_hub
@@ -39,7 +44,13 @@ def run(args) -> int:
             f"{args.source}: revision given twice ({at!r} and --revision {args.revision!r}): keep one"
         )
     folder = fetch_hub(
-        repo_id, at or args.revision, args.cache_dir, qk_only=not args.all_weights, progress=not args.no_progress
+        repo_id,
+        at or args.revision,
+        args.cache_dir,
+        qk_only=not args.all_weights,
+        progress=not args.no_progress,
+        force=args.force,
+        tensors=tensor_filter,  # the tensors the model_type's record reads (else the name heuristic)
     )
     if out is None:
         print(folder)

@@ -69,6 +69,10 @@ def parse_header(raw: bytes, where: str, data_len: int | None = None, fix: str =
             raise ValueError("header is not a JSON object")
     except (ValueError, UnicodeDecodeError) as e:
         raise CorruptCheckpoint(f"{where}: safetensors header is not valid JSON ({e}); {fix}") from None
+    except RecursionError:  # JSON nested past Python's recursion limit: no safetensors header does that
+        raise CorruptCheckpoint(
+            f"{where}: safetensors header is JSON nested too deeply to be a header; {fix}"
+        ) from None
     header.pop("__metadata__", None)
     for name, info in header.items():
         try:

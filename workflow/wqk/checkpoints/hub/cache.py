@@ -1,8 +1,10 @@
 """Our cache of fetched hub models: `<root>/<slug>/<sha>/` (q/k tensors) or `<sha>-all/` (whole
 files), each with config.json, the weights, `.wqk-fetch.json` and `.revision`.
 
-A folder is built under a lock (two jobs fetching one model: the second waits) in a staging
-folder renamed when complete, so a folder with `.revision` is always whole. `refs/<branch>`
+A folder is built under a lock (two jobs fetching one model: the second waits, saying so on
+stderr) in a staging folder, checked (checks.folder_problem), synced to disk and renamed when
+complete, so a folder with `.revision` is always whole; a rebuild (force) replaces it the same way.
+A failed build keeps its staging folder only when a rerun can resume from it (ranges.Interrupted). `refs/<branch>`
 remembers which sha a branch or tag resolved to, for offline use. Only a 40-hex commit id ever
 names a folder here (the client refuses any other from the hub). Whole files come through
 huggingface_hub's own cache (never written into here) and are hard-linked, else symlinked; a
@@ -16,13 +18,16 @@ import json
 import os
 import re
 import shutil
+import sys
+import tempfile
 from pathlib import Path
 
-from ... import slug
-from ...errors import SourceUnavailable
-from .client import Hub
-from .ranges import fetch_qk
-from .select import weight_files
+from ...errors import CorruptCheckpoint, SourceUnavailable
+from ...ids import slug
+from .checks import MANIFEST, folder_problem, hub_json
+from .client import Hub, Unreachable
+from .ranges import Interrupted, fetch_qk, fsync_dir
+from .select import Factory, tensor_picker, weight_files
 
 _SHA = re.compile(r"[0-9a-f]{40}")
 
@@ -94,9 +99,13 @@ def build(
     qk_only: bool,
     progress: bool,
     local_only: bool = False,
+    force: bool = False,
+    tensors: Factory | None = None,
 ) -> Path:
     """Our folder `<base>/<sha><suffix>` for a repo whose files at `sha` are `files`: q/k byte
-    ranges of safetensors shards (qk_only) or whole files linked from the HF cache."""
+    ranges of safetensors shards (qk_only) or whole files linked from the HF cache. force: built
+    again from the hub (whole files downloaded again), replacing a finished folder. tensors:
+    config.json -> the tensors to take (select.tensor_picker; None: the name heuristic)."""
     if not _SHA.fullmatch(sha):
         raise SourceUnavailable(f"{hub.repo_id}: {sha!r} is not a 40-hex commit id: refusing it")
     if "config.json" not in files:
@@ -107,32 +116,84 @@ def build(
     stage = base / f".{sha}{suffix}.partial"
     base.mkdir(parents=True, exist_ok=True)
     with open(base / f".{sha}{suffix}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # two jobs fetching one model: the second waits
-        if (final / ".revision").exists():
+        _wait_for(lock, f"{hub.repo_id}@{sha}", final)
+        if (final / ".revision").exists() and not force:
             return final
+        if force:
+            shutil.rmtree(stage, ignore_errors=True)  # start afresh, not from an earlier attempt
         stage.mkdir(exist_ok=True)
-        config = hub.download("config.json", sha, local_only)
-        kind, weights, indexes = weight_files(hub, sha, files, qk_only, local_only)
-        manifest = {
-            "repo_id": hub.repo_id,
-            "revision": revision,
-            "sha": sha,
-            "endpoint": hub.endpoint,
-            "source_files": weights,
-        }
-        if qk_only and kind == "safetensors":
-            manifest.update(fetch_qk(hub, sha, weights, stage, progress), mode="qk-ranges")
-        else:
-            for name in indexes + weights:
-                _link(hub.download(name, sha, local_only), stage / name)
-            manifest["mode"] = "whole-files"
-        shutil.copyfile(config, stage / "config.json")
-        (stage / ".wqk-fetch.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
-        (stage / ".revision").write_text(sha + "\n")
-        if final.exists():  # a stale, incomplete folder (no .revision)
-            shutil.rmtree(final)
-        os.replace(stage, final)
+        try:
+            _fill(hub, stage, sha, revision, files, qk_only, progress, local_only, force, tensors)
+        except (Interrupted, Unreachable, KeyboardInterrupt):
+            if not any(stage.iterdir()):
+                stage.rmdir()
+            raise  # the staging folder holds what a rerun resumes from
+        except BaseException:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
+        _replace(stage, final)
     return final
+
+
+def _fill(hub: Hub, stage: Path, sha, revision, files, qk_only, progress, local_only, force, tensors) -> None:
+    """Fetch into the staging folder, check it and sync it to disk; `.revision` last."""
+    config, config_data = hub_json(hub, "config.json", sha, local_only, force)
+    pick = tensor_picker(config_data, tensors)
+    kind, weights, indexes = weight_files(hub, sha, files, qk_only, local_only, force, pick)
+    manifest = {"repo_id": hub.repo_id, "revision": revision, "sha": sha, "endpoint": hub.endpoint}
+    manifest["source_files"] = weights
+    if qk_only and kind == "safetensors":
+        manifest.update(fetch_qk(hub, sha, weights, stage, progress, pick), mode="qk-ranges")
+    else:
+        for name in indexes + weights:
+            _link(hub.download(name, sha, local_only, force), stage / name)
+        manifest["mode"] = "whole-files"
+    shutil.copyfile(config, stage / "config.json")
+    (stage / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    why = folder_problem(stage)
+    if why is not None:
+        raise CorruptCheckpoint(
+            f"{hub.repo_id}@{sha}: what the hub at {hub.endpoint} sent does not check out ({why}): nothing kept; "
+            "rerun, and if it persists check HF_ENDPOINT and any proxy or mirror, or fetch with --all-weights"
+        )
+    for f in stage.iterdir():
+        _fsync_file(f)
+    (stage / ".revision").write_text(sha + "\n")
+    _fsync_file(stage / ".revision")
+    fsync_dir(stage)
+
+
+def _wait_for(lock, what: str, final: Path) -> None:
+    """Take the build lock; while another process holds it, say so once on stderr."""
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(
+            f"wqk: waiting for another process fetching {what} into {final} (its lock: {lock.name})",
+            file=sys.stderr,
+            flush=True,
+        )
+        fcntl.flock(lock, fcntl.LOCK_EX)
+
+
+def _replace(stage: Path, final: Path) -> None:
+    """stage renamed to final; a finished or stale final renamed aside first, then removed (a
+    folder cannot be renamed onto a full one), so final is never seen half-replaced."""
+    old = None
+    if final.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old.", dir=final.parent))
+        os.replace(final, old / "x")
+    os.replace(stage, final)
+    fsync_dir(final.parent)
+    if old is not None:
+        shutil.rmtree(old)
+
+
+def _fsync_file(path: Path) -> None:
+    if path.is_symlink() or not path.is_file():
+        return  # a link into the HF cache: huggingface_hub wrote the file
+    with open(path, "rb") as fh:
+        os.fsync(fh.fileno())
 
 
 def _link(src: Path, dst: Path) -> None:

@@ -4,8 +4,11 @@ Each shard's header is read with one range request for its first HEADER_PROBE by
 only for a longer header) and parsed by formats.safetensors (the one safetensors header parser);
 the query/key tensors' ranges are coalesced where adjacent and downloaded WORKERS at a time,
 each written at its own offset of `model.safetensors.part` after our own header. A `.part.json`
-sidecar names the plan and how many bytes of each range are written, so an interrupted fetch
-resumes each range where it stopped; a dropped connection is retried in place.
+sidecar names the plan, how many bytes of each range are written and their xxh3, so an interrupted
+fetch resumes each range where it stopped; a dropped connection or a stall is retried in place.
+The sidecar only vouches for bytes on disk: the part is fsynced before each record, and a resume
+re-reads each recorded prefix and re-fetches a range whose xxh3 no longer matches (a power loss
+that kept the record but not the data).
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
+import xxhash
+
 from ...errors import CorruptCheckpoint, MissingTensor, SourceUnavailable
 from ...progress import bar as progress_bar
 from ..formats.safetensors import header_length, parse_header, read_safetensors_header
-from .client import Hub, Unreachable
-from .select import is_qk_tensor
+from .client import Hub, Stalled, Unreachable
+from .select import Pick, is_qk_tensor, selection_key
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +39,11 @@ WORKERS = 4  # byte ranges downloaded at once
 HEADER_PROBE = 64 * 1024  # bytes asked for to read a shard's header: most headers fit
 RECORD_EVERY = 16 << 20  # bytes of one range between two records of its progress in the sidecar
 _REMOTE_FIX = "fetch whole files with --all-weights"  # a shard on the hub that is not sound safetensors
+
+
+class Interrupted(SourceUnavailable):
+    """A fetch stopped part way (dropped connections, stalls, retried in vain): its staging folder
+    is kept, and a rerun resumes from the bytes it vouches for."""
 
 
 def retrying(fn, what: str):
@@ -57,17 +67,17 @@ class _Range:
     out: int  # offset of `start` in our data section
 
 
-def fetch_qk(hub: Hub, sha: str, shards: list[str], stage: Path, progress: bool) -> dict:
-    """Write stage/model.safetensors with the q/k tensors of `shards` (files of the repo at commit
-    `sha`); the manifest entries: tensors, qk_bytes, requests."""
-    head, ranges, total = _plan(hub, sha, shards)
+def fetch_qk(hub: Hub, sha: str, shards: list[str], stage: Path, progress: bool, pick: Pick = is_qk_tensor) -> dict:
+    """Write stage/model.safetensors with the tensors of `shards` (files of the repo at commit
+    `sha`) that `pick` takes; the manifest entries: tensors, qk_bytes, requests, selection."""
+    head, ranges, total = _plan(hub, sha, shards, pick)
     part, sidecar = stage / "model.safetensors.part", stage / "model.safetensors.part.json"
     plan_id = hashlib.sha256(head + json.dumps([r.__dict__ for r in ranges]).encode()).hexdigest()
-    done = _written(part, sidecar, plan_id, len(head) + total, ranges)
+    done, sums = _written(part, sidecar, plan_id, len(head) + total, ranges, len(head))
     if done is None:  # sidecar gone first, then the part: a sidecar must never vouch for a stale part
         sidecar.unlink(missing_ok=True)
         part.write_bytes(head)
-        done = [0] * len(ranges)
+        done, sums = [0] * len(ranges), [xxhash.xxh3_64() for _ in ranges]
     elif sum(done):
         log.info("resuming %s: %d of %d bytes already here", hub.repo_id, sum(done), total)
     with (
@@ -83,41 +93,70 @@ def fetch_qk(hub: Hub, sha: str, shards: list[str], stage: Path, progress: bool)
         ) as bar,
     ):
         fh.truncate(len(head) + total)  # the ranges land at their own offsets
-        book = _Book(fh.fileno(), len(head), ranges, done, sidecar, {"plan": plan_id, "sha": sha}, bar)
+        os.pwrite(fh.fileno(), head, 0)  # a power loss may have lost it too
+        book = _Book(fh.fileno(), len(head), ranges, done, sums, sidecar, {"plan": plan_id, "sha": sha}, bar)
         book.record()
         _copy_all(hub, sha, book)
         os.fsync(fh.fileno())
     out = stage / "model.safetensors"
     os.replace(part, out)
     sidecar.unlink()
+    fsync_dir(stage)
     try:
         n = len(read_safetensors_header(out))
     except CorruptCheckpoint as e:
         raise CorruptCheckpoint(
             f"{hub.repo_id}: the fetched file does not parse ({e}): delete {stage} and rerun"
         ) from e
-    return {"tensors": n, "qk_bytes": total, "requests": len(ranges)}
+    return {"tensors": n, "qk_bytes": total, "requests": len(ranges), "selection": selection_key(pick)}
 
 
-def _written(part: Path, sidecar: Path, plan_id: str, size: int, ranges: list[_Range]) -> list[int] | None:
-    """Bytes of each range already in `part`, from the sidecar of an interrupted fetch of the same
-    plan (per range; or, from an older sequential fetch, the part's size); None: start afresh."""
+def _written(
+    part: Path, sidecar: Path, plan_id: str, size: int, ranges: list[_Range], head_len: int
+) -> tuple[list[int] | None, list]:
+    """(bytes of each range already in `part`, their xxh3 states), from the sidecar of an
+    interrupted fetch of the same plan (per range; or, from an older sequential fetch, the part's
+    size); (None, []): start afresh. A range whose recorded xxh3 does not match the bytes in the
+    part starts again from its first byte."""
     try:
         record = json.loads(sidecar.read_text())
         have = part.stat().st_size
-    except (OSError, ValueError):
-        return None
+    except (OSError, ValueError, RecursionError):
+        return None, []
     if not isinstance(record, dict) or record.get("plan") != plan_id:
-        return None
+        return None, []
     if "done" not in record:  # written one range after the other, up to the part's size
         data = have - (size - sum(r.end - r.start for r in ranges))
-        return [min(max(data - r.out, 0), r.end - r.start) for r in ranges]
-    done = record["done"]
-    if have != size or not isinstance(done, list) or len(done) != len(ranges):
-        return None
-    if not all(isinstance(d, int) and 0 <= d <= r.end - r.start for d, r in zip(done, ranges)):
-        return None
-    return done
+        done = [min(max(data - r.out, 0), r.end - r.start) for r in ranges]
+        recorded = [None] * len(ranges)  # written before records held checksums: taken as they are
+    else:
+        done, recorded = record["done"], record.get("xxh3", [None] * len(ranges))
+        if have != size or not isinstance(done, list) or len(done) != len(ranges):
+            return None, []
+        if not all(isinstance(d, int) and 0 <= d <= r.end - r.start for d, r in zip(done, ranges)):
+            return None, []
+        if not isinstance(recorded, list) or len(recorded) != len(ranges):
+            return None, []
+    sums = [xxhash.xxh3_64() for _ in ranges]
+    with open(part, "rb") as fh:
+        for i, r in enumerate(ranges):
+            fh.seek(head_len + r.out)
+            left = done[i]
+            while left > 0:
+                chunk = fh.read(min(left, 1 << 22))
+                if not chunk:
+                    break
+                sums[i].update(chunk)
+                left -= len(chunk)
+            if left or (recorded[i] is not None and sums[i].hexdigest() != recorded[i]):
+                log.warning(
+                    "%s bytes %d-%d: the bytes on disk are not the ones recorded: fetching them again",
+                    r.file,
+                    r.start,
+                    r.end - 1,
+                )
+                done[i], sums[i] = 0, xxhash.xxh3_64()
+    return done, sums
 
 
 def _remote_header(hub: Hub, sha: str, filename: str) -> tuple[dict, int]:
@@ -134,14 +173,15 @@ def _remote_header(hub: Hub, sha: str, filename: str) -> tuple[dict, int]:
     return parse_header(raw, where, data_len, fix=_REMOTE_FIX), 8 + n
 
 
-def _plan(hub: Hub, sha: str, shards: list[str]) -> tuple[bytes, list[_Range], int]:
-    """Our file's header bytes, the coalesced source ranges in write order, data size."""
+def _plan(hub: Hub, sha: str, shards: list[str], pick: Pick = is_qk_tensor) -> tuple[bytes, list[_Range], int]:
+    """Our file's header bytes, the coalesced source ranges in write order, data size; the plan
+    (hence the resume sidecar's plan id) changes with the selection."""
     out_header: dict = {}
     ranges: list[_Range] = []
     pos = 0
     for shard in shards:
         header, data_start = _remote_header(hub, sha, shard)
-        picked = sorted((info["data_offsets"], name, info) for name, info in header.items() if is_qk_tensor(name))
+        picked = sorted((info["data_offsets"], name, info) for name, info in header.items() if pick(name))
         for (a, b), name, info in picked:
             out_header[name] = {"dtype": info["dtype"], "shape": info["shape"], "data_offsets": [pos, pos + b - a]}
             last = ranges[-1] if ranges else None
@@ -152,8 +192,8 @@ def _plan(hub: Hub, sha: str, shards: list[str]) -> tuple[bytes, list[_Range], i
             pos += b - a
     if not out_header:
         raise MissingTensor(
-            f"no query/key tensors found in {hub.repo_id}@{sha} ({', '.join(shards)}):"
-            " fetch with --all-weights and check the adapter's tensor names"
+            f"no query/key tensors found in {hub.repo_id}@{sha} ({', '.join(shards)}; selection "
+            f"{selection_key(pick)}): fetch with --all-weights and check the record's tensor names"
         )
     out_header["__metadata__"] = {"format": "pt", "wqk_source": f"{hub.repo_id}@{sha}"}
     text = json.dumps(out_header, sort_keys=True, separators=(",", ":")).encode()
@@ -162,14 +202,16 @@ def _plan(hub: Hub, sha: str, shards: list[str]) -> tuple[bytes, list[_Range], i
 
 
 class _Book:
-    """The part file's ranges: writes each chunk at its offset, counts what each range has, and
-    records the counts in the sidecar (atomically) as ranges finish and every RECORD_EVERY bytes.
-    A count grows only after its bytes are written, so a record never vouches for missing bytes."""
+    """The part file's ranges: writes each chunk at its offset, counts what each range has (and
+    its xxh3), and records both in the sidecar as ranges finish and every RECORD_EVERY bytes: the
+    counts taken, the part fsynced, then the sidecar written, fsynced and renamed into place. A
+    count grows only after its bytes are written, so a record never vouches for missing bytes."""
 
-    def __init__(self, fd: int, head_len: int, ranges: list[_Range], done: list[int], sidecar: Path, meta: dict, bar):
-        self.fd, self.head_len, self.ranges, self.done = fd, head_len, ranges, done
+    def __init__(self, fd, head_len, ranges: list[_Range], done: list[int], sums: list, sidecar: Path, meta, bar):
+        self.fd, self.head_len, self.ranges, self.done, self.sums = fd, head_len, ranges, done, sums
         self.sidecar, self.meta, self.bar = sidecar, meta, bar
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # done and sums of all ranges, the bar
+        self.record_lock = threading.Lock()  # one record at a time
         self.stop = threading.Event()  # a range failed: the others stop at their next chunk
 
     def missing(self, i: int) -> int:
@@ -183,18 +225,35 @@ class _Book:
         while view:
             n = os.pwrite(self.fd, view, offset)
             view, offset = view[n:], offset + n
-        before = self.done[i]
-        self.done[i] += len(chunk)  # only this range's worker changes done[i]
-        with self.lock:
+        with self.lock:  # only this range's worker changes done[i]; record() reads all at once
+            before = self.done[i]
+            self.sums[i].update(chunk)
+            self.done[i] += len(chunk)
             self.bar.update(len(chunk))
         if before // RECORD_EVERY != self.done[i] // RECORD_EVERY:
             self.record()
 
     def record(self) -> None:
-        with self.lock:
+        with self.record_lock:
+            with self.lock:
+                state = self.meta | {"done": list(self.done), "xxh3": [h.hexdigest() for h in self.sums]}
+            os.fsync(self.fd)  # the bytes this record vouches for are on disk before it is
             tmp = self.sidecar.with_name(self.sidecar.name + ".tmp")
-            tmp.write_text(json.dumps(self.meta | {"done": list(self.done)}))
+            with open(tmp, "w") as fh:
+                fh.write(json.dumps(state))
+                fh.flush()
+                os.fsync(fh.fileno())
             os.replace(tmp, self.sidecar)
+            fsync_dir(self.sidecar.parent)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or new file in `folder` durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _copy_all(hub: Hub, sha: str, book: _Book) -> None:
@@ -216,7 +275,7 @@ def _copy_all(hub: Hub, sha: str, book: _Book) -> None:
         if not f.cancelled() and f.exception() is not None:
             raise f.exception()
     if any(book.missing(i) for i in todo):  # cancelled ranges: only after another failed
-        raise SourceUnavailable(f"download of {hub.repo_id} interrupted: rerun to resume from where it stopped")
+        raise Interrupted(f"download of {hub.repo_id} interrupted: rerun to resume from where it stopped")
 
 
 def _copy_range(hub: Hub, sha: str, book: _Book, i: int) -> None:
@@ -235,10 +294,11 @@ def _copy_range(hub: Hub, sha: str, book: _Book, i: int) -> None:
 
     try:
         retrying(rest, f"{r.file} bytes {r.start}-{r.end}")
+    except Stalled as e:  # its message names the range and says how to resume
+        book.stop.set()
+        raise Interrupted(str(e)) from e
     except Unreachable as e:
         book.stop.set()
-        raise SourceUnavailable(
-            f"download of {hub.repo_id} interrupted ({e}): rerun to resume from where it stopped"
-        ) from e
+        raise Interrupted(f"download of {hub.repo_id} interrupted ({e}): rerun to resume from where it stopped") from e
     finally:
         book.record()

@@ -1,18 +1,24 @@
-"""What a hub fetch takes: `is_qk_tensor` picks the query/key tensors by name, `weight_files`
-the weight files of a repo (all of them, or only the shards that hold q/k tensors)."""
+"""What a hub fetch takes: `tensor_picker` the tensors (those the model_type's record names, via
+the callers' factory, else `is_qk_tensor`'s name heuristic), `weight_files` the weight files of a
+repo (all of them, or only the shards that hold picked tensors)."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ...errors import SourceUnavailable
+from .checks import hub_json
 
 if TYPE_CHECKING:
     from .client import Hub
 
 _QK_TOKENS = {"q", "k", "qk", "qkv", "kv", "query", "key", "wq", "wk", "wqkv", "querykey"}
 _QK_COMPONENTS = {"c_attn", "in_proj", "in_proj_weight", "in_proj_bias"}
+HEURISTIC = "heuristic"  # the selection key of is_qk_tensor
+Pick = Callable[[str], bool]  # tensor name -> fetched; a `key` attribute (str) names the selection
+Factory = Callable[[dict], Pick | None]  # config.json -> the picker of its model_type (None: unknown)
+
 _LAYOUTS = (
     ("safetensors", "model.safetensors", "model.safetensors.index.json"),
     ("bin", "pytorch_model.bin", "pytorch_model.bin.index.json"),
@@ -40,16 +46,34 @@ def is_qk_tensor(name: str) -> bool:
     return False
 
 
+def tensor_picker(config: dict, tensors: Factory | None) -> Pick:
+    """The picker of a repo's tensors: tensors(config) (the names the model_type's record reads),
+    else (no factory, or no record for the model_type) is_qk_tensor."""
+    return (tensors(config) if tensors is not None else None) or is_qk_tensor
+
+
+def selection_key(pick: Pick) -> str:
+    """The name of a selection, recorded in a cache folder's manifest (`selection`)."""
+    key = getattr(pick, "key", None)
+    return key if isinstance(key, str) and key else HEURISTIC
+
+
 def weight_files(
-    hub: Hub, sha: str, files: list[str], qk_only: bool, local_only: bool
+    hub: Hub,
+    sha: str,
+    files: list[str],
+    qk_only: bool,
+    local_only: bool,
+    force: bool = False,
+    pick: Pick = is_qk_tensor,
 ) -> tuple[str, list[str], list[str]]:
     """(kind "safetensors"|"bin", weight files to fetch, index files to keep) of a repo whose
     files at commit `sha` are `files`; safetensors win. qk_only: only the shards an index
-    places q/k tensors in."""
+    places picked tensors in (the index checked: hub_json). force: the index downloaded again."""
     for kind, single, index in _LAYOUTS:
         if index in files:
-            wmap = json.loads(hub.download(index, sha, local_only).read_text())["weight_map"]
-            names = [n for n in wmap if is_qk_tensor(n)] if qk_only else list(wmap)
+            wmap = hub_json(hub, index, sha, local_only, force)[1]["weight_map"]
+            names = [n for n in wmap if pick(n)] if qk_only else list(wmap)
             return kind, sorted({_plain_file(hub, sha, wmap[n], files) for n in names}), [index]
         if single in files:
             return kind, [single], []
