@@ -337,7 +337,7 @@ def test_unknown_model_type_says_what_to_do(tmp_path, capsys):
     (folder / "config.json").write_text(json.dumps(cfg))
     err = one_line_error(["score", str(folder), "--out", str(tmp_path / "s.parquet")], capsys)
     assert "'frobnicator'" in err and "llama" in err
-    assert "adapter" in err and "Adding a model" in err and "config.json" in err
+    assert "add a record" in err and "Adding a model" in err and "config.json" in err
     del cfg["model_type"]
     (folder / "config.json").write_text(json.dumps(cfg))
     err = one_line_error(["score", str(folder), "--out", str(tmp_path / "s.parquet")], capsys)
@@ -404,3 +404,104 @@ def test_catalogue_quoted_cell_across_lines_names_the_line(tmp_path):
     bad.write_text("".join(src[: header_at + 1]) + "\t".join(row) + "\n" + "".join(src[header_at + 2 :]))
     with pytest.raises(CatalogueError, match=rf"line {header_at + 2}: a quote .* not closed on this line"):
         load_catalogue(bad)
+
+
+def test_pytorch_bin_with_python_objects_says_what_is_safe_to_do(tiny_llama, tmp_path, capsys):
+    """torch's own advice (weights_only=False) would run the pickled code: not passed on."""
+    folder = tmp_path / "pickled"
+    folder.mkdir()
+    (folder / "config.json").write_bytes((tiny_llama / "config.json").read_bytes())
+    marker = tmp_path / "code-ran"
+    tensors = load_file(tiny_llama / "model.safetensors")
+    torch.save({**tensors, "hook": _RunsCodeWhenUnpickled(marker)}, folder / "pytorch_model.bin")
+    err = one_line_error(["score", str(folder), "--out", str(tmp_path / "s.parquet")], capsys)
+    assert str(folder / "pytorch_model.bin") in err and "Python objects besides tensors (exec)" in err
+    assert "convert it to safetensors" in err.lower() and "trust" in err and "safetensors version" in err
+    assert "weights_only" not in err and "add_safe_globals" not in err
+    assert not marker.exists() and not (tmp_path / "s.parquet").exists()
+
+
+class _RunsCodeWhenUnpickled:
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (exec, (f"open({str(self.marker)!r}, 'w').write('unpickling ran code')",))
+
+
+def test_mistyped_relative_folder_is_no_such_folder_not_a_hub_id(tmp_path, capsys, monkeypatch):
+    from wqk.checkpoints import parse_source
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # were it asked, the hub would be unreachable
+    monkeypatch.setenv("WQK_CACHE", str(tmp_path / "cache"))
+    build_tiny("bert", Path("tiny") / "bert")
+    err = one_line_error(["score", "tiny/bertt", "--out", "s.parquet"], capsys)
+    assert "'tiny/bertt': no such folder" in err and "near names: tiny/bert;" in err
+    assert "hf:tiny/bertt" in err and "hub at" not in err
+    for text, near in [("tiny/bertt/", "tiny/bert"), ("tinyy/bert/", "tiny"), ("tiny/bert/model.safetensor", None)]:
+        with pytest.raises(SourceUnavailable, match="no such folder") as e:
+            parse_source(text)
+        assert (near is None or f"near names: {near}" in str(e.value)) and "hf:" not in str(e.value)
+    with pytest.raises(SourceUnavailable, match=r"tiny/bert/config.json is a file, not a folder"):
+        parse_source("tiny/bert/config.json/x")
+    err = one_line_error(["score", "./tiny/bertt", "--out", "s.parquet"], capsys)  # explicitly local
+    assert "no such file or folder" in err and "near names: tiny/bert;" in err
+    # hub ids stay hub ids: no local folder of their org, or the hub forced with hf:
+    assert parse_source("tiny/bert").kind == "folder"
+    assert parse_source("openai/whisper-base").kind == "hub"
+    hub = parse_source("hf:tiny/bertt")
+    assert hub.kind == "hub" and hub.repo == "tiny/bertt"
+    assert list(Path(".").iterdir()) == [Path("tiny")]  # nothing written, no cache made
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        ({"num_attention_heads": 7, "num_key_value_heads": None}, ["number of attention heads (7)", "(64, 64)"]),
+        ({"num_attention_heads": 0}, ["field num_attention_heads is 0", "at least 1"]),
+        ({"num_attention_heads": -8}, ["field num_attention_heads is -8", "at least 1"]),
+        ({"num_attention_heads": "eight"}, ["field num_attention_heads is 'eight'", "whole number"]),
+        ({"num_attention_heads": 8.5}, ["field num_attention_heads is 8.5", "whole number"]),
+        ({"num_key_value_heads": 3}, ["num_key_value_heads is 3", "does not divide num_attention_heads (8)"]),
+        ({"num_key_value_heads": 0}, ["field num_key_value_heads is 0", "at least 1"]),
+        ({"num_key_value_heads": 4}, ["num_key_value_heads=4", "k (4, 64, 4)", "[heads, d, head_dim]"]),
+        ({"num_attention_heads": 16}, ["num_attention_heads=16", "q (16, 64, 4)"]),
+        ({"head_dim": "x"}, ["field 'head_dim'", "'x'"]),
+        ({"max_position_embeddings": "x"}, ["field 'max_position_embeddings'", "'x'"]),
+        ({"rope_parameters": {"rope_theta": "x", "rope_type": "default"}}, ["field rope_parameters.rope_theta is 'x'"]),
+    ],
+)
+def test_bad_head_counts_in_config_are_one_line(edit, words, tiny_llama, tmp_path, capsys):
+    folder = tmp_path / "llama-edited"
+    folder.mkdir()
+    (folder / "model.safetensors").symlink_to(tiny_llama / "model.safetensors")
+    config = json.loads((tiny_llama / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **edit}))
+    out = tmp_path / "out" / "s.parquet"
+    err = one_line_error(["score", str(folder), "--out", str(out), "--matrices-out", str(out) + ".m"], capsys)
+    assert f"{folder} (model_type 'llama')" in err and "config.json" in err, err
+    assert all(w in err for w in words), err
+    assert "ZeroDivisionError" not in err and "RuntimeError" not in err
+    assert not out.parent.exists() or list(out.parent.iterdir()) == []  # nothing partial
+
+
+def test_fused_head_count_that_does_not_fit_names_the_tensor(tmp_path, capsys):
+    folder = build_tiny("gpt2", tmp_path / "gpt2")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "n_head": 5}))
+    err = one_line_error(["score", str(folder), "--out", str(tmp_path / "s.parquet")], capsys)
+    assert str(folder) in err and "c_attn.weight (64, 192)" in err and "5 + 2 x 5 heads" in err and "config.json" in err
+
+
+@pytest.mark.parametrize(
+    "text, kind", [("[1, 2]", "an array"), ('"llama"', "a string"), ("null", "null"), ("8", "a number")]
+)
+def test_config_json_that_is_no_object_is_one_line(text, kind, tiny_llama, tmp_path, capsys):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "model.safetensors").symlink_to(tiny_llama / "model.safetensors")
+    (folder / "config.json").write_text(text)
+    for command in ("score", "extract"):
+        err = one_line_error([command, str(folder), "--out", str(tmp_path / "out.parquet")], capsys)
+        assert f"{folder / 'config.json'} holds {kind}, not an object of fields" in err, err

@@ -407,6 +407,9 @@ def test_ct2_heads_from_config_or_error(tmp_path):
     cfg = open_checkpoint(str(d)).config
     assert (cfg["encoder_attention_heads"], cfg["decoder_attention_heads"]) == (4, 2)
     assert cfg["_heads_from"] == {"encoder": "config.json", "decoder": "config.json"}
+    (d / "config.json").write_text(json.dumps({"encoder_attention_heads": "four", "decoder_attention_heads": 2}))
+    with pytest.raises(CorruptCheckpoint, match=r"field encoder_attention_heads is 'four': a head count is a whole"):
+        open_checkpoint(str(d))
 
 
 def test_ct2_bad_version_truncated_and_other_spec(tmp_path):
@@ -436,7 +439,7 @@ def fake_hub(tmp_path, monkeypatch):
     save_file({"w": torch.ones(2)}, d / "model.safetensors")
     (d / ".revision").write_text("0123456789abcdef0123456789abcdef01234567\n")
 
-    def fetch_hub(repo_id, revision, cache_dir=None):
+    def fetch_hub(repo_id, revision, cache_dir=None, tensors=None):  # tensors: the selection, unused here
         calls.append((repo_id, revision, cache_dir))
         return d
 

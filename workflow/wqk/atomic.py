@@ -1,8 +1,9 @@
 """Atomic outputs: write to a temporary name beside the target, rename when complete.
 
 A failed or killed step leaves either the previous file or nothing, never half a file.
-`check_writable` checks an output path before a command does its work, so that a path that
-cannot be written fails at once, not after the work.
+What a killed writer leaves (its hidden `.NAME.tmp-PID`, up to the output's size) is removed
+by the next writer of the same output. `check_writable` checks an output path before a
+command does its work, so that a path that cannot be written fails at once, not after the work.
 """
 
 from __future__ import annotations
@@ -19,21 +20,107 @@ from .errors import WqkError
 
 @contextmanager
 def atomic_path(out: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside `out`; on success it replaces `out`, on error it is removed."""
+    """Yield a temporary path beside `out`; on success it replaces `out`, on error it is removed.
+    Temporary files of earlier writers of `out` that are dead are removed first; a full disk
+    is one WqkError naming `out`."""
     out = Path(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise WqkError(f"cannot create the folder of {out}: {e.strerror or e}") from None
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+        raise WqkError(f"cannot create the folder of {out}: {_reason(e, out.parent)}") from None
+    remove_dead_writers_files(out)
+    tmp = _tmp_name(out, os.getpid())
     try:
-        yield tmp
+        try:
+            yield tmp
+        except OSError as e:
+            if _disk_full(e):
+                raise WqkError(f"cannot write {out}: {_reason(e, out.parent)}") from None
+            raise
         try:
             os.replace(tmp, out)
         except OSError as e:
-            raise WqkError(f"cannot write {out}: {e.strerror or e}") from None
+            raise WqkError(f"cannot write {out}: {_reason(e, out.parent)}") from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _tmp_name(out: Path, pid: int) -> Path:
+    return out.with_name(f".{out.name}.tmp-{pid}")
+
+
+def remove_dead_writers_files(out: str | os.PathLike) -> list[Path]:
+    """Remove the `.NAME.tmp-PID` files beside `out` whose writer is dead (kill -9, out of
+    memory, power loss); the paths removed. A file whose pid is alive is kept (a concurrent
+    writer's) unless that process started after the file was last written (the pid was reused
+    by another process after the writer died)."""
+    out = Path(out)
+    prefix = _tmp_name(out, 0).name[:-1]
+    try:
+        names = [n for n in os.listdir(out.parent) if n.startswith(prefix) and n[len(prefix) :].isdigit()]
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        pid, leftover = int(name[len(prefix) :]), out.parent / name
+        if pid == os.getpid() or _may_be_writing(pid, leftover):
+            continue
+        try:
+            leftover.unlink()
+        except OSError:  # gone already (another writer cleaned it), or not ours to remove
+            continue
+        removed.append(leftover)
+    return removed
+
+
+# how much later than a file's last write a live pid's process must have started to be taken
+# for a reused pid: generous, since wall-clock steps (NTP, a resumed VM) shift process start times
+_REUSED_PID_MARGIN_S = 60.0
+
+
+def _may_be_writing(pid: int, leftover: Path) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        pass
+    except (OSError, OverflowError):  # not a pid this system can have: leave the file alone
+        return True
+    started = _process_start(pid)
+    try:
+        written = leftover.stat().st_mtime
+    except OSError:
+        return True
+    return started is None or started <= written + _REUSED_PID_MARGIN_S
+
+
+def _process_start(pid: int) -> float | None:
+    """When process pid started (seconds since the epoch, from /proc); None where unknown."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+        boot = next(
+            float(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines() if ln.startswith("btime")
+        )
+        ticks = int(stat_line.rsplit(")", 1)[1].split()[19])  # field 22, starttime, in clock ticks after boot
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def _disk_full(e: OSError) -> bool:
+    # Arrow's write errors carry no errno, only the system's message
+    return e.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in str(e)
+
+
+def _reason(e: OSError, folder: Path) -> str:
+    if _disk_full(e):
+        return (
+            f"the disk is full (no space left on the file system of {folder}, or the quota there is used up); "
+            "free space there, "
+            "or write the output elsewhere, and rerun"
+        )
+    return e.strerror or str(e)
 
 
 def write_text(out: str | os.PathLike, text: str) -> Path:

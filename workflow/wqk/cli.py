@@ -60,7 +60,7 @@ def version() -> str:
     try:
         return importlib.metadata.version("wqk")
     except importlib.metadata.PackageNotFoundError:
-        from . import __version__
+        from .version import __version__
 
         return __version__
 

@@ -19,3 +19,8 @@ class CorruptCheckpoint(WqkError):
 
 class SourceUnavailable(WqkError):
     """The hub is unreachable, a repo is gated, a package or folder is missing."""
+
+
+class HeadsDoNotFit(CorruptCheckpoint, ValueError):
+    """A head count of config.json does not split a q/k weight's shape. A ValueError too:
+    the readers that catch one add the model and the tensor's name."""

@@ -18,14 +18,23 @@ from __future__ import annotations
 import torch
 
 from .blocks import AttentionBlock
-from .metric_registry import Context, register
+from .metric_catalogue import Context, register
 from .metrics import block_factors, paper_scores
 
 
 def gain_block(b: AttentionBlock, dtype: torch.dtype) -> AttentionBlock:
-    q = b.q.to(dtype) * b.q_gain.to(dtype)[None, :, None]
-    k = b.k.to(dtype) * b.k_gain.to(dtype)[None, :, None]
+    q = b.q.to(dtype) * _unit_scale(b.q_gain.to(dtype))[None, :, None]
+    k = b.k.to(dtype) * _unit_scale(b.k_gain.to(dtype))[None, :, None]
     return AttentionBlock(b.stack, b.layer, q, k)
+
+
+def _unit_scale(gain: torch.Tensor) -> torch.Tensor:
+    """gain 2^-e, its largest entry in [1/2, 1): a scale of the form that its scores do not
+    see, and extreme gains times extreme weights then cannot overflow (or underflow) the dtype."""
+    top = gain.abs().max()
+    if not (torch.isfinite(top) and top > 0):
+        return gain
+    return torch.ldexp(gain, -torch.frexp(top).exponent.to(torch.int64))
 
 
 def bias_block(b: AttentionBlock, dtype: torch.dtype) -> AttentionBlock:

@@ -14,10 +14,18 @@ weights, so that a checkpoint's q/k tensors are scored without a transposing cop
 symmetric products take half the flops of a matmul, done as block-triangular products:
 the Gram X X^T (upper block triangle, then mirrored) and the quadratic forms
 diag(X^T G X) = colsum((D + 2 T) X * X) for G = D + T + T^T, T strictly upper.
+
+The scores are scale-free, their float arithmetic is not: each head's factors are scaled by
+a power of two that brings their largest entry into [1/2, 1) before any product (the layer
+form's, by one power for the whole layer), so that the Grams and fourth powers neither
+overflow (max |w| >= 1e10 in float32) nor underflow (<= 1e-15). Scaling by 2^-e is exact
+and commutes with every product and sum, so for ordinary weights every score is bit-identical
+to the unscaled arithmetic; the absolute columns (fro_norm, E_r, E_c) are scaled back, exactly.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,13 +102,52 @@ def _finite(t: torch.Tensor) -> torch.Tensor:
     return torch.nan_to_num(t, nan=0.0, posinf=0.0, neginf=0.0)
 
 
-def _aligned(t: torch.Tensor) -> torch.Tensor:
-    """t contiguous and 64-byte aligned. Weights memory-mapped from a file are often not
-    aligned, and MKL's float32 results for some shapes depend on the alignment: without
-    this, the same weights score differently from a checkpoint and from a matrices file."""
-    if t.is_contiguous() and t.data_ptr() % 64 == 0:
-        return t
-    return t.clone(memory_format=torch.contiguous_format)
+def _exponents(t: torch.Tensor) -> np.ndarray:
+    """Per matrix of a [B, m, n] batch: e with max |t| = f 2^e, 1/2 <= f < 1, clamped so that
+    2^-e is a float of t's dtype. A zero or non-finite matrix takes the largest e of the others
+    (any e leaves it as it is), so that it sets no scale for the layer."""
+    top = t.abs().amax((-2, -1))
+    valid = (torch.isfinite(top) & (top > 0)).cpu().numpy()
+    e = torch.frexp(top).exponent.cpu().numpy().astype(np.int64)
+    e = np.where(valid, e, e[valid].max() if valid.any() else 0)
+    return np.maximum(e, 1 - math.frexp(torch.finfo(t.dtype).max)[1])
+
+
+def _scaled(t: torch.Tensor, e: np.ndarray, in_place: bool = False) -> torch.Tensor:
+    """t 2^-e per matrix of a [B, m, n] batch: exact (powers of two), contiguous and 64-byte
+    aligned: a fresh copy, or t itself (in_place, t contiguous and its own). Weights
+    memory-mapped from a file are often not aligned, and MKL's float32 results for some
+    shapes depend on the alignment: so the same weights score alike from a checkpoint and
+    from a matrices file."""
+    factor = torch.from_numpy(np.ldexp(1.0, -e)).to(device=t.device, dtype=t.dtype)[:, None, None]
+    if in_place and t.is_contiguous():
+        return t.mul_(factor)
+    return torch.mul(t, factor, out=torch.empty(t.shape, dtype=t.dtype, device=t.device))
+
+
+def _normalised(t: torch.Tensor, in_place: bool = False) -> tuple[torch.Tensor, np.ndarray]:
+    """(t 2^-e, e) with each matrix's largest entry in [1/2, 1) (`_exponents`)."""
+    e = _exponents(t)
+    return _scaled(t, e, in_place), e
+
+
+def _normalised_copy(t: torch.Tensor, source: torch.Tensor) -> tuple[torch.Tensor, np.ndarray]:
+    """`_normalised` of t, a cast, move or view of the caller's weights `source`: in place
+    where the cast or move made t a copy of our own, never in the caller's tensor."""
+    own = t.untyped_storage().data_ptr() != source.untyped_storage().data_ptr()
+    return _normalised(t, in_place=own)
+
+
+def _rescaled(t: torch.Tensor, e: np.ndarray) -> torch.Tensor:
+    """t 2^-e, or t itself where every e is 0."""
+    return _scaled(t, e) if e.any() else t
+
+
+def _scale_back(out: dict, e) -> dict:
+    """The absolute columns of scores computed from M 2^-e, in M's units (exact)."""
+    for f in ("fro_norm", "E_r", "E_c"):
+        out[f] = np.ldexp(out[f], e)
+    return out
 
 
 def _suspect(gram: torch.Tensor) -> torch.Tensor:
@@ -133,10 +180,18 @@ def quad_diag(g: torch.Tensor, x: torch.Tensor, group: int = 1) -> torch.Tensor:
     head). With g = D + T + T^T (T strictly upper), x^T g x and x^T (D + 2T) x share their
     diagonal, and D + 2T is upper triangular: about half the flops of g @ x. Columns of x
     go in chunks, so that each product is still in cache when it is reduced.
+
+    Each block of rows of D + 2T goes to the batched matmul as a dense copy of its own, for
+    every group: passed as a strided view into g (row stride w), as the row norms' group of 1
+    used to be, MKL's batched sgemm takes another, 1.7x slower kernel, and that path is the
+    one whose row norms came out wrong now and then on two threads (the column norms, always
+    copies, never did). The copies cost w^2 per form.
     """
     n_batch, w, n = x.shape
     upper = (torch.triu(g) + torch.triu(g, 1)).view(n_batch, group, w, w)
-    blocks = [(i, j, upper[:, :, i:j, i:].reshape(n_batch, group * (j - i), w - i)) for i, j in _row_blocks(w)]
+    blocks = [
+        (i, j, upper[:, :, i:j, i:].contiguous().view(n_batch, group * (j - i), w - i)) for i, j in _row_blocks(w)
+    ]
     out = x.new_zeros(n_batch, group, n)
     chunk = max(1, QUAD_CHUNK_ELEMENTS // (n_batch * group * (blocks[0][1] - blocks[0][0])))
     for c in range(0, n, chunk):
@@ -164,8 +219,10 @@ def score_factors(Q: torch.Tensor, K: torch.Tensor, n_std: float = 2.0) -> dict:
     bad = _nonfinite(qt) | _nonfinite(kt)
     if bad.any():
         qt, kt = _finite(qt), _finite(kt)
+    (qt, e_q), (kt, e_k) = _normalised(qt), _normalised(kt)
     cross = kt @ qt.mT if qt.shape[-1] == kt.shape[-1] else None
-    return _flag(_scores_from_grams(sym_gram(qt), sym_gram(kt), cross, qt, kt, n_std), bad)
+    out = _scores_from_grams(sym_gram(qt), sym_gram(kt), cross, qt, kt, n_std)
+    return _flag(_scale_back(out, e_q + e_k), bad)
 
 
 def score_dense(M: torch.Tensor, n_std: float = 2.0) -> dict:
@@ -175,11 +232,12 @@ def score_dense(M: torch.Tensor, n_std: float = 2.0) -> dict:
     bad = _nonfinite(M)
     if bad.any():
         M = _finite(M)
+    M, e = _normalised(M)
     square = M.shape[-1] == M.shape[-2]
     squares = M * M
     fro2 = squares.sum((-2, -1))
     sym_num = (M * M.mT).sum((-2, -1)) if square else fro2
-    return _flag(_finish(fro2, sym_num, squares.sum(-1), squares.sum(-2), n_std, square), bad)
+    return _flag(_scale_back(_finish(fro2, sym_num, squares.sum(-1), squares.sum(-2), n_std, square), e), bad)
 
 
 def _dense_is_cheaper(d_q: int, d_k: int, width: int, itemsize: int) -> bool:
@@ -202,23 +260,55 @@ def _layer_transposed(qt: torch.Tensor, kt: torch.Tensor, group: int) -> tuple[t
 
 @dataclass
 class LayerFactors:
-    """The layer form M = Qs Ks^T of one block (query heads summed per key head): Qs^T [W, d_q],
-    Ks^T [W, d_k], their Grams [W, W] and C = Ks^T Qs [W, W] (None when d_q != d_k).
-    W = n_kv * k, in blocks of k rows, one per key head."""
+    """The layer form M = Qs Ks^T of one block (query heads summed per key head), its factors
+    normalised (one power of two each): Qs^T [W, d_q], Ks^T [W, d_k], their Grams [W, W] and
+    C = Ks^T Qs [W, W] (None when d_q != d_k). W = n_kv * k, in blocks of k rows, one per key head."""
 
     qs: torch.Tensor
     ks: torch.Tensor
-    gram_q: torch.Tensor
-    gram_k: torch.Tensor
-    cross: torch.Tensor | None
+    q_exp: int  # Qs^T and Ks^T are those of the layer times 2^-q_exp and 2^-k_exp
+    k_exp: int
+    _grams: tuple | None = None
+
+    @property
+    def exponent(self) -> int:
+        """M's quantities here are those of the layer form times 2^-exponent."""
+        return self.q_exp + self.k_exp
+
+    @property
+    def exponents(self) -> tuple[np.ndarray, np.ndarray]:
+        """(q_exp, k_exp) as a batch of one."""
+        return np.array([self.q_exp]), np.array([self.k_exp])
+
+    def grams(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(Gram of Qs^T, Gram of Ks^T, C), computed once."""
+        if self._grams is None:
+            cross = self.ks @ self.qs.T if self.qs.shape[1] == self.ks.shape[1] else None
+            self._grams = (sym_gram(self.qs), sym_gram(self.ks), cross)
+        return self._grams
+
+    @property
+    def gram_q(self) -> torch.Tensor:
+        return self.grams()[0]
+
+    @property
+    def gram_k(self) -> torch.Tensor:
+        return self.grams()[1]
+
+    @property
+    def cross(self) -> torch.Tensor | None:
+        return self.grams()[2]
 
 
 @dataclass
 class Factors:
     """One block's per-head quantities on the computing device, shared by every metric:
-    Qt [H, k, d_q], Kt [H_kv, k, d_k], Grams Q_h^T Q_h [H, k, k] and K^T K [H_kv, k, k],
+    Qt [H, k, d_q] and Kt [H_kv, k, d_k], each head scaled by 2^-q_exp[h] (2^-k_exp[j]) to
+    a largest entry in [1/2, 1); their Grams Q_h^T Q_h [H, k, k] and K^T K [H_kv, k, k],
     C_h = K_kv(h)^T Q_h [H, k, k] (None when d_q != d_k), bad [H]: non-finite weights
-    (zeroed in the factors). `layer()` gives the layer form's, computed once."""
+    (zeroed in the factors). Every head quantity is that of M_h 2^-(q_exp + k_exp): ratios
+    are M_h's own. `layer()` gives the layer form's, computed once. `note()` adds to the
+    "reason" of a head's or the layer's row (why a metric is NaN)."""
 
     qt: torch.Tensor
     kt: torch.Tensor
@@ -227,24 +317,41 @@ class Factors:
     cross: torch.Tensor | None
     group: int
     bad: torch.Tensor
+    q_exp: np.ndarray
+    k_exp: np.ndarray
     _layer: LayerFactors | None = None
+    _reasons: tuple[list, list] | None = None  # the rows' reasons, set by paper_scores
+
+    def head_exponents(self) -> np.ndarray:
+        """Per query head: M_h's quantities here are those of M_h 2^-exponent."""
+        return self.q_exp + np.repeat(self.k_exp, self.group)
 
     def layer(self) -> LayerFactors:
         if self._layer is None:
-            qs, ks = _layer_transposed(self.qt, self.kt, self.group)
-            cross = ks @ qs.T if qs.shape[1] == ks.shape[1] else None
-            self._layer = LayerFactors(qs, ks, sym_gram(qs), sym_gram(ks), cross)
+            # one power of two per layer (the largest head's): sums of heads stay exact
+            q_top, k_top = int(self.q_exp.max()), int(self.k_exp.max())
+            qt, kt = _rescaled(self.qt, q_top - self.q_exp), _rescaled(self.kt, k_top - self.k_exp)
+            qs, ks = _layer_transposed(qt, kt, self.group)
+            self._layer = LayerFactors(qs, ks, q_top, k_top)
         return self._layer
+
+    def note(self, head: int | None, text: str) -> None:
+        """Add text to the reason of query head `head` (None: the layer's row)."""
+        if self._reasons is None:
+            return
+        rows, index = (self._reasons[1], 0) if head is None else (self._reasons[0], head)
+        rows[index] = f"{rows[index]}; {text}" if rows[index] else text
 
 
 def _score_layer(f: Factors, n_std) -> dict:
-    qs, ks = _layer_transposed(f.qt, f.kt, f.group)
-    (width, d_q), d_k = qs.shape, ks.shape[1]
-    if _dense_is_cheaper(d_q, d_k, width, qs.element_size()):
-        return score_dense(qs.T @ ks, n_std)
     lf = f.layer()
-    cross = lf.cross[None] if lf.cross is not None else None
-    return _scores_from_grams(lf.gram_q[None], lf.gram_k[None], cross, lf.qs[None], lf.ks[None], n_std)
+    (width, d_q), d_k = lf.qs.shape, lf.ks.shape[1]
+    if _dense_is_cheaper(d_q, d_k, width, lf.qs.element_size()):
+        out = score_dense(lf.qs.T @ lf.ks, n_std)
+    else:
+        cross = lf.cross[None] if lf.cross is not None else None
+        out = _scores_from_grams(lf.gram_q[None], lf.gram_k[None], cross, lf.qs[None], lf.ks[None], n_std)
+    return _scale_back(out, lf.exponent)
 
 
 def _head_cross(qt: torch.Tensor, kt: torch.Tensor) -> torch.Tensor | None:
@@ -264,15 +371,15 @@ def _score_heads(f: Factors, n_std) -> dict:
     sym_num = (f.cross * f.cross.mT).sum((-2, -1)) if square else fro2
     row2 = quad_diag(f.gram_k.repeat_interleave(f.group, 0), f.qt)
     col2 = quad_diag(f.gram_q, f.kt, f.group)
-    return _finish(fro2, sym_num, row2, col2, n_std, square)
+    return _scale_back(_finish(fro2, sym_num, row2, col2, n_std, square), f.head_exponents())
 
 
 def block_factors(block: AttentionBlock, device: torch.device, dtype: torch.dtype = torch.float32) -> Factors:
-    """A block's factors on device in dtype; non-finite weights zeroed and flagged."""
+    """A block's factors on device in dtype, each head normalised (a power of two);
+    non-finite weights zeroed and flagged."""
     group = block.group_size
     # nn.Linear weights arrive as views [H, d, k] of [H*k, d]: these transposes are free
-    qt = _aligned(block.q.to(device=device, dtype=dtype).mT)
-    kt = _aligned(block.k.to(device=device, dtype=dtype).mT)
+    (qt, q_exp), (kt, k_exp) = (_normalised_copy(w.to(device=device, dtype=dtype).mT, w) for w in (block.q, block.k))
     gram_q, gram_k = sym_gram(qt), sym_gram(kt)
     bad = (_suspect(gram_q).view(-1, group) | _suspect(gram_k)[:, None]).flatten()
     if bad.any():
@@ -280,13 +387,14 @@ def block_factors(block: AttentionBlock, device: torch.device, dtype: torch.dtyp
         if bad.any():
             qt, kt = _finite(qt), _finite(kt)
             gram_q, gram_k = sym_gram(qt), sym_gram(kt)
-    return Factors(qt, kt, gram_q, gram_k, _head_cross(qt, kt), group, bad)
+    return Factors(qt, kt, gram_q, gram_k, _head_cross(qt, kt), group, bad, q_exp, k_exp)
 
 
 def paper_scores(f: Factors, n_std: float = 2.0, zero_directionality: bool = False) -> tuple[dict, dict]:
     """(per-head scores [H], per-layer scores [1]) of a block's factors: the paper's two."""
     per_head = _flag(_score_heads(f, n_std), f.bad)
     per_layer = _flag(_score_layer(f, n_std), f.bad.any()[None])
+    f._reasons = (per_head["reason"], per_layer["reason"])
     if zero_directionality:
         for out in (per_head, per_layer):
             out["directionality"] = np.where(np.isnan(out["directionality"]), 0.0, out["directionality"])

@@ -28,7 +28,7 @@ import torch
 from .blocks import AttentionBlock
 from .contracts import NULL_SUFFIX, ModelInfo, stack_rank
 from .errors import WqkError
-from .metric_registry import metrics_of_columns
+from .metric_catalogue import metrics_of_columns
 from .progress import bar
 from .score_table import score_table, to_frame
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from .blocks import Rope
-from .metric_registry import Context, register
+from .metric_catalogue import Context, register
 
 
 def default_offsets(context: int) -> tuple[int, ...]:

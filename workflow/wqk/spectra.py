@@ -17,55 +17,110 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .metric_registry import Context, register
+from .metric_catalogue import Context, register
 
 COLUMNS = ("stable_rank", "effective_rank", "spectral_radius", "real_eig_share", "sym_positive_share")
 # An eigenvalue is real when |Im| <= REAL_TOL |lambda| (turns by < 0.06 degrees): numerically
 # real eigenvalues of a float32 form split into complex pairs of about that size.
 REAL_TOL = 1e-3
+FAILED = "a spectral decomposition (LAPACK) did not converge: spectra NaN"
+# The factors come normalised (wqk.metrics: Q 2^-a, K 2^-b). LAPACK's decompositions are not
+# scale-equivariant to the last bit, so where |a| and |b| are at most this (the weights' scale
+# within 2^20 of 1), they run on Q's and K's own Grams (the bits of unnormalised arithmetic,
+# safe in float32 there), beyond it on the normalised ones.
+OWN_SCALE = 20
 
 
-def sqrt_factor(g: torch.Tensor) -> torch.Tensor:
-    """L with L L^T = g for symmetric positive semi-definite g [B, n, n]."""
+def _guarded(fn, x: torch.Tensor, failed: torch.Tensor):
+    """fn(x) for a batch x [B, ...]; where LAPACK fails on the batch, item by item, with NaN
+    for (and failed[b] set on) the items it fails on: a failed decomposition is no crash."""
+    try:
+        return fn(x)
+    except torch.linalg.LinAlgError:
+        pass
+    results = []
+    for b in range(len(x)):
+        try:
+            results.append(fn(x[b : b + 1]))
+        except torch.linalg.LinAlgError:
+            failed[b] = True
+            eye = torch.eye(x.shape[-1], dtype=x.dtype, device=x.device).expand_as(x[:1])
+            results.append(_nan_like(fn(eye)))
+    if isinstance(results[0], tuple):
+        return tuple(torch.cat(parts) for parts in zip(*results, strict=True))
+    return torch.cat(results)
+
+
+def _nan_like(result):
+    if isinstance(result, tuple):
+        return tuple(torch.full_like(t, torch.nan) for t in result)
+    return torch.full_like(result, torch.nan)
+
+
+def sqrt_factor(g: torch.Tensor, failed: torch.Tensor) -> torch.Tensor:
+    """L with L L^T = g for symmetric positive semi-definite g [B, n, n]; failed [B] is set
+    where no decomposition converged (L NaN there)."""
     low, info = torch.linalg.cholesky_ex(g)
     singular = info != 0
     if singular.any():
-        w, v = torch.linalg.eigh(g[singular])
+        sub = failed[singular]
+        w, v = _guarded(torch.linalg.eigh, g[singular], sub)
+        failed[singular] = sub
         low = low.clone()
         low[singular] = v * w.clamp_min(0).sqrt()[..., None, :]
     return low
 
 
-def spectra(gram_q: torch.Tensor, gram_k: torch.Tensor, cross: torch.Tensor | None) -> dict[str, np.ndarray]:
-    """The five columns for a batch of forms from G_q, G_k [B, k, k] and C [B, k, k] (None:
-    non-square M, whose eigenvalues and symmetric part are undefined)."""
+def _powers(exponent: np.ndarray, like: torch.Tensor) -> torch.Tensor:
+    """[B, 1, 1]: 2^exponent, exact."""
+    return torch.from_numpy(np.ldexp(1.0, exponent)).to(device=like.device, dtype=like.dtype)[:, None, None]
+
+
+def _own(*exponents: np.ndarray) -> list[np.ndarray]:
+    """The exponents that undo the normalisation: each item's, where all are within OWN_SCALE, else 0."""
+    keep = np.all([np.abs(e) <= OWN_SCALE for e in exponents], axis=0)
+    return [np.where(keep, e, 0) for e in exponents]
+
+
+def spectra(gram_q, gram_k, cross, q_exp: np.ndarray, k_exp: np.ndarray) -> tuple[dict, torch.Tensor]:
+    """(the five columns, failed [B]: a decomposition did not converge, NaN columns) for a
+    batch of forms M = Q K^T from G_q, G_k [B, k, k] and C [B, k, k] (None: non-square M, whose
+    eigenvalues and symmetric part are undefined) of Q 2^-q_exp, K 2^-k_exp [B]."""
+    a, b = _own(q_exp, k_exp)
+    up_q, up_k = _powers(a, gram_q), _powers(b, gram_q)
+    gram_q, gram_k = gram_q * up_q * up_q, gram_k * up_k * up_k  # exact: powers of two
+    cross = cross * (up_q * up_k) if cross is not None else None
     gq, gk = gram_q.double(), gram_k.double()
-    low = sqrt_factor(gq)
-    s2 = torch.linalg.eigvalsh(low.mT @ gk @ low)
+    failed = torch.zeros(len(gq), dtype=torch.bool, device=gq.device)
+    low = sqrt_factor(gq, failed)
+    s2 = _guarded(torch.linalg.eigvalsh, low.mT @ gk @ low, failed)
     if cross is None:
-        return _columns(s2, None, None)
+        return _columns(s2, None, None, failed), failed
     c = cross.double()
     k = gq.shape[-1]
-    low_f = sqrt_factor(torch.cat([torch.cat([gq, c.mT], -1), torch.cat([c, gk], -1)], -2))
+    low_f = sqrt_factor(torch.cat([torch.cat([gq, c.mT], -1), torch.cat([c, gk], -1)], -2), failed)
     swapped = torch.cat([low_f[..., k:, :], low_f[..., :k, :]], -2)  # J L_F
     half = low_f.mT @ swapped
-    mu = torch.linalg.eigvalsh(((half + half.mT) / 4).to(gram_q.dtype))
-    return _columns(s2, torch.linalg.eigvals(cross), mu)
+    mu = _guarded(torch.linalg.eigvalsh, ((half + half.mT) / 4).to(gram_q.dtype), failed)
+    return _columns(s2, _guarded(torch.linalg.eigvals, cross, failed), mu, failed), failed
 
 
-def dense_spectra(m: torch.Tensor) -> dict[str, np.ndarray]:
-    """The five columns of explicit square forms M [B, d, d]: cheaper than the factored route
-    when d is at most the factors' width (a layer of multi-head attention: W = d)."""
-    s2 = torch.linalg.svdvals(m.double()) ** 2
-    return _columns(s2, torch.linalg.eigvals(m), torch.linalg.eigvalsh((m + m.mT) / 2))
+def dense_spectra(m: torch.Tensor, q_exp: np.ndarray, k_exp: np.ndarray) -> tuple[dict, torch.Tensor]:
+    """`spectra` of explicit square forms m = Q K^T [B, d, d] of Q 2^-q_exp, K 2^-k_exp: cheaper
+    than the factored route when d is at most the factors' width (multi-head attention: W = d)."""
+    m = m * _powers(sum(_own(q_exp, k_exp)), m)
+    failed = torch.zeros(len(m), dtype=torch.bool, device=m.device)
+    s2 = _guarded(torch.linalg.svdvals, m.double(), failed) ** 2
+    lam = _guarded(torch.linalg.eigvals, m, failed)
+    return _columns(s2, lam, _guarded(torch.linalg.eigvalsh, (m + m.mT) / 2, failed), failed), failed
 
 
-def _columns(s2: torch.Tensor, lam: torch.Tensor | None, mu: torch.Tensor | None) -> dict[str, np.ndarray]:
+def _columns(s2, lam, mu, failed: torch.Tensor) -> dict[str, np.ndarray]:
     """The columns from the squared singular values [B, n], the eigenvalues of M and those of
-    its symmetric part (None: non-square M); NaN for M = 0."""
+    its symmetric part (None: non-square M); NaN for M = 0 and where a decomposition failed."""
     s2 = s2.double().clamp_min(0)
     top = s2.amax(-1)
-    defined = top > 0
+    defined = (top > 0) & ~failed
     safe_top = torch.where(defined, top, 1.0)
     sigma = s2.sqrt()
     p = sigma / torch.where(defined, sigma.sum(-1), 1.0)[..., None]
@@ -94,7 +149,10 @@ def _columns(s2: torch.Tensor, lam: torch.Tensor | None, mu: torch.Tensor | None
 def head_spectra(ctx: Context):
     f = ctx.factors
     gram_k = f.gram_k.repeat_interleave(f.group, 0) if f.group > 1 else f.gram_k
-    return spectra(f.gram_q, gram_k, f.cross), {}
+    heads, failed = spectra(f.gram_q, gram_k, f.cross, f.q_exp, np.repeat(f.k_exp, f.group))
+    for h in torch.nonzero(failed).flatten().tolist():
+        f.note(h, FAILED)
+    return heads, {}
 
 
 @register(
@@ -108,6 +166,10 @@ def layer_spectra(ctx: Context):
     lf = ctx.factors.layer()
     (width, d_q), d_k = lf.qs.shape, lf.ks.shape[1]
     if d_q == d_k <= width:  # multi-head attention: M itself is no wider than its factors
-        return {}, dense_spectra((lf.qs.T @ lf.ks)[None])
-    cross = lf.cross[None] if lf.cross is not None else None
-    return {}, spectra(lf.gram_q[None], lf.gram_k[None], cross)
+        layer, failed = dense_spectra((lf.qs.T @ lf.ks)[None], *lf.exponents)
+    else:
+        cross = lf.cross[None] if lf.cross is not None else None
+        layer, failed = spectra(lf.gram_q[None], lf.gram_k[None], cross, *lf.exponents)
+    if failed.any():
+        ctx.factors.note(None, FAILED)
+    return {}, layer

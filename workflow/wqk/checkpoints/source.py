@@ -6,12 +6,15 @@
     [hf:]org/name[@revision]                             a Hugging Face hub repository
 
 An existing path always wins over a hub id, and a path through a symlink loop is reported
-as a loop, never taken for a hub id. Used by the command line, the hub fetch and the
+as a loop, never taken for a hub id. A missing path that looks local (its first folder exists
+here, or it ends in "/" or a weight or config file name) is "no such folder" with the near
+names, not a hub id; `hf:` makes it one. Used by the command line, the hub fetch and the
 workflow's catalogue alike; imports neither torch nor numpy.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import os
 import re
@@ -24,6 +27,7 @@ from ..errors import SourceUnavailable
 KINDS = ("folder", "pypi", "tiny", "hub")
 _HUB_ID = re.compile(r"(?P<repo>(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*)(?:@(?P<rev>[\w./-]+))?")
 _LOCAL_PREFIXES = ("/", "./", "../", "~")
+_FILE_SUFFIXES = (".safetensors", ".bin", ".json", ".parquet", ".pt", ".pth", ".ckpt")
 
 
 @dataclass(frozen=True)
@@ -51,12 +55,40 @@ def parse_source(text: str) -> Source:
     if text.startswith(_LOCAL_PREFIXES) or text in (".", "..") or os.path.lexists(text):
         return Source(text, "folder", path=Path(text).expanduser())
     hub = _HUB_ID.fullmatch(text.removeprefix("hf:"))
+    if not text.startswith("hf:") and _looks_local(text):
+        hf = f"; or, for the hub repository {text}, write hf:{text}" if hub is not None else ""
+        raise SourceUnavailable(f"{text!r}: no such folder: {_missing_part(text)}{hf}")
     if hub is None or ".." in text:
         raise SourceUnavailable(
             f"{text!r}: no such file or folder; give a local folder, pypi:<package>, tiny:<model_type> "
             "or a hub id org/name[@revision]"
         )
     return Source(text, "hub", repo=hub["repo"], revision=hub["rev"])
+
+
+def _looks_local(text: str) -> bool:
+    """A missing path that is meant as one: its first folder exists here, or it ends like a path."""
+    first = text.split("/", 1)[0]
+    return ("/" in text and os.path.isdir(first)) or text.endswith("/") or text.lower().endswith(_FILE_SUFFIXES)
+
+
+def _missing_part(text: str) -> str:
+    """Which part of a missing path is missing, with the near names in the folder above it."""
+    path = Path(text).expanduser()
+    parent = next((p for p in path.parents if p.is_dir()), Path("."))
+    missing = path.parts[len(parent.parts)]
+    if (parent / missing).exists():
+        return f"{parent / missing} is a file, not a folder; check the path"
+    try:
+        names = sorted(e.name for e in os.scandir(parent) if not e.name.startswith("."))
+    except OSError:
+        names = []
+    near = difflib.get_close_matches(missing, names, n=3, cutoff=0.6)
+    where = "the current folder" if str(parent) == "." else os.path.join(parent, "")
+    said = f"{where} has no {missing!r}"
+    if near:
+        said += "; near names: " + ", ".join(str(parent / n) for n in near)
+    return said + "; check the path"
 
 
 def _check_loop(text: str) -> None:
@@ -84,7 +116,7 @@ def local_folder(source: Source) -> Path:
     path = source.path
     _check_loop(str(path))
     if not path.exists():
-        raise SourceUnavailable(f"{source}: no such file or folder")
+        raise SourceUnavailable(f"{source}: no such file or folder: {_missing_part(str(path))}")
     return path.parent if path.is_file() else path
 
 

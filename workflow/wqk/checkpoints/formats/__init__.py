@@ -63,11 +63,18 @@ def _index(index: Path) -> tuple[list[Path], dict[str, Path]]:
     return files, weight_map
 
 
-def read_json(path: Path):
+def read_json(path: Path) -> dict:
+    """A JSON file that holds an object of fields (config.json, an index)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            kind = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(type(data))
+            raise CorruptCheckpoint(f"{path} holds {kind or 'a number'}, not an object of fields; re-download it")
+        return data
     except (ValueError, UnicodeDecodeError) as e:
         raise CorruptCheckpoint(f"{path} is not valid JSON ({e}); re-download it") from None
+    except RecursionError:  # nested past Python's recursion limit
+        raise CorruptCheckpoint(f"{path} is JSON nested too deeply to read; re-download it") from None
 
 
 def looks_like_model(folder: Path, files: set[str]) -> bool:
@@ -86,21 +93,6 @@ def is_ct2_file(path: Path) -> bool:
         return version in CT2_VERSIONS and head[6 : 6 + n].rstrip(b"\0").endswith(b"Spec")
     except (OSError, struct.error):
         return False
-
-
-def open_store(layout: WeightLayout, package_config: dict | None = None):
-    """The tensor store of a weight layout (torch is imported here, not before)."""
-    if layout.format == "safetensors":
-        from .safetensors import SafetensorsStore
-
-        return SafetensorsStore(layout.files, weight_map=layout.weight_map)
-    if layout.format == "pytorch":
-        from .torch_bin import TorchBinStore
-
-        return TorchBinStore(layout.files, weight_map=layout.weight_map)
-    from .ctranslate2 import Ct2WhisperStore
-
-    return Ct2WhisperStore(layout.files[0], package_config=package_config)
 
 
 def missing_tensor(name: str, files: list[Path], n: int) -> MissingTensor:

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ...errors import CorruptCheckpoint, MissingTensor, UnsupportedModelType
+from ..config_checks import FIX, head_count_problem
 from ..provenance import hash_files
 from . import CT2_VERSIONS
 
@@ -257,7 +258,11 @@ class Ct2WhisperStore:
             h = self.file.scalar(f"{s}/num_heads")
             how = "file"
             if h is None and package_config.get(f"{s}_attention_heads"):
-                h, how = int(package_config[f"{s}_attention_heads"]), "config.json"
+                key = f"{s}_attention_heads"
+                problem = head_count_problem(key, package_config[key], package_config)
+                if problem is not None:
+                    raise CorruptCheckpoint(f"{self.path.parent}: {problem}; {FIX}")
+                h, how = int(package_config[key]), "config.json"
             if h is None and d in _WHISPER_HEADS:
                 h, how = _WHISPER_HEADS[d], "openai-whisper size table"
             if h is None:

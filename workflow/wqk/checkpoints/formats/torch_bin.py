@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+import re
 from pathlib import Path
 
 import torch
@@ -51,6 +53,14 @@ def _torch_load(path: Path) -> dict[str, torch.Tensor]:
             # Files from before torch 1.6 (legacy, non-zip format) cannot be memory-mapped.
             sd = torch.load(path, weights_only=True, map_location="cpu")
     except Exception as e:  # torch raises RuntimeError, UnpicklingError, EOFError, ... for bad files
+        refused = _refused_objects(e)
+        if refused is not None:
+            raise CorruptCheckpoint(
+                f"{path} holds Python objects besides tensors ({refused}), which wqk does not unpickle: "
+                "unpickling runs code from the file. Convert it to safetensors in an environment you trust "
+                "(load it there with the model's own library, save it with safetensors' save_file), "
+                "or get a safetensors version of the model (model.safetensors in its repo or in a conversion PR)"
+            ) from None
         raise CorruptCheckpoint(
             f"{path}: cannot load PyTorch weights ({type(e).__name__}: {str(e)[:200]}); {fix}"
         ) from None
@@ -59,3 +69,17 @@ def _torch_load(path: Path) -> dict[str, torch.Tensor]:
     if not isinstance(sd, dict):
         raise CorruptCheckpoint(f"{path} holds a {type(sd).__name__}, not a state dict of tensors; {fix}")
     return {k: v for k, v in sd.items() if isinstance(v, torch.Tensor)}
+
+
+def _refused_objects(e: Exception) -> str | None:
+    """What torch's weights-only unpickler refused (e.g. "argparse.Namespace"), None when `e`
+    is not that refusal. Its own message is not passed on: the way out it offers first
+    (weights_only=False) runs whatever the file holds."""
+    text = str(e)
+    if not isinstance(e, pickle.UnpicklingError) or "Weights only load failed" not in text:
+        return None
+    found = re.search(r"GLOBAL ([\w.]+)", text)
+    if found:
+        return found[1]
+    detail = re.search(r"WeightsUnpickler error: ([^\n]*?)(?:\. |\n|$)", text)
+    return detail[1].strip() if detail else "objects torch does not load as weights"
