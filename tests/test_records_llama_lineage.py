@@ -30,7 +30,7 @@ from wqk.adapters import model_blocks
 from wqk.authors import open_authors
 from wqk.checkpoints import open_checkpoint
 from wqk.cli import main
-from wqk.score_table import score_table, to_frame
+from wqk.score_table import layer_table, score_table, to_frame
 from wqk.tiny import build_tiny, tiny_model
 
 F64 = torch.float64
@@ -253,6 +253,8 @@ def test_scores_carry_the_form_of_their_blocks(tmp_path):
         info, stream = model_blocks(open_checkpoint(str(build_tiny(mt, tmp_path / mt))))
         df = to_frame(score_table(((info, b) for b in stream), progress=False))
         assert df["form"].tolist() == [form] * len(df) and len(df) == 2 * (1 + 4)
+        title = layer_table(df).splitlines()[0]  # what `wqk score` prints: the form is said where it is not plain
+        assert ("form: qk_norm_gain_folded" in title) == (form != "bilinear") and "[decoder]" in title
 
 
 def test_the_form_survives_the_matrices_file(tmp_path):

@@ -171,7 +171,8 @@ def write_scores(scores: pa.Table | pd.DataFrame, out: Path) -> None:
 
 
 def layer_table(scores: pa.Table | pd.DataFrame) -> str:
-    """Per-layer scores as text, with the median over layers of each stack at the bottom."""
+    """Per-layer scores as text, with the median over layers of each stack at the bottom; a
+    stack whose form is not the plain bilinear one (QK-norm: gains folded) says so in its title."""
     if not isinstance(scores, pa.Table):
         scores = _from_frame(scores)
     rows = [r for r in scores.to_pylist() if r["scope"] == "layer"]
@@ -183,7 +184,9 @@ def layer_table(scores: pa.Table | pd.DataFrame) -> str:
         lines.append(("median", *(_num(_median([r[f] for r in mine])) for f in ("symmetry", "directionality"))))
         widths = [max(len(line[i]) for line in lines) for i in range(3)]
         text = "\n".join("  ".join(cell.rjust(w) for cell, w in zip(line, widths, strict=True)) for line in lines)
-        parts.append(f"{mine[0]['model']}  [{stack}]\n{text}")
+        form = mine[0].get("form") or "bilinear"
+        note = "" if form == "bilinear" else f"  (form: {form}, README.md: What is computed)"
+        parts.append(f"{mine[0]['model']}  [{stack}]{note}\n{text}")
     return "\n\n".join(parts)
 
 
