@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from standin_hub import start
+from standin_hub import point_at, start
 from test_hub import CONFIG, FakeHub, assert_qk_only, data_bytes, llama_tensors, serving, sharded_repo
 from wqk.checkpoints.hub import fetch_hub
 from wqk.cli import main
@@ -46,11 +46,7 @@ def server(tmp_path_factory, tensors):
 def hub(server, tmp_path, monkeypatch):
     """The server with no hostile mode, and this test's own caches behind HF_ENDPOINT."""
     server.hostile, server.trickle_s = set(), 0.5
-    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", server.url)
-    monkeypatch.setenv("WQK_CACHE", str(tmp_path / "wqk"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    point_at(server, monkeypatch, tmp_path, token=None)
     monkeypatch.setattr("wqk.checkpoints.hub.ranges.RETRIES", 1)
     server.model_cache = tmp_path / "wqk" / "acme--tiny-llama"
     server.sha = server.repos["models", REPO].sha

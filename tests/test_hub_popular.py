@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from safetensors import safe_open
 
-from standin_hub import TOKEN, popular_repos, start
+from standin_hub import point_at, popular_repos, start
 from standin_hub.popular_repos import build_popular, is_gated, popular_rows
 from wqk.aggregate import annotate
 from wqk.catalogue import CatalogueError, load_catalogue, to_frame
@@ -38,13 +38,7 @@ def popular_hub(tmp_path_factory):
 @pytest.fixture
 def against_stand_in(popular_hub, tmp_path, monkeypatch):
     """`wqk` talks to the stand-in, with its token, into this test's caches."""
-    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", popular_hub.url)
-    monkeypatch.setenv("HF_TOKEN", TOKEN)
-    monkeypatch.setenv("WQK_CACHE", str(tmp_path / "wqk"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
-    return popular_hub
+    return point_at(popular_hub, monkeypatch, tmp_path)
 
 
 def _has_query_norm(repo) -> bool:

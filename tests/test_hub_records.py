@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from safetensors import safe_open
 
-from standin_hub import TOKEN, build, start
+from standin_hub import build, point_at, start
 from wqk.adapters.tensors import tensor_filter
 from wqk.checkpoints.hub import fetch_hub, is_qk_tensor
 from wqk.cli import main
@@ -39,13 +39,7 @@ def hub(tmp_path_factory):
 @pytest.fixture
 def env(hub, tmp_path, monkeypatch):
     """`wqk` (and fetch_hub) talk to the stand-in, with its token, into this test's caches."""
-    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", hub.url)
-    monkeypatch.setenv("HF_TOKEN", TOKEN)
-    monkeypatch.setenv("WQK_CACHE", str(tmp_path / "wqk"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
-    return hub
+    return point_at(hub, monkeypatch, tmp_path)
 
 
 def _local(hub, repo: str) -> Path:

@@ -18,7 +18,7 @@ from pathlib import Path
 from .popular_repos import build_popular
 from .server import TOKEN, StandInHub
 
-__all__ = ["TOKEN", "StandInHub", "build", "build_popular", "start"]
+__all__ = ["TOKEN", "StandInHub", "build", "build_popular", "point_at", "start"]
 
 WIKIPEDIA = "wikimedia/wikipedia"
 TOKENIZER = "bert-base-uncased"  # the paper's tokenizer: training.tokenizer.pretrained
@@ -72,3 +72,16 @@ def red_pajama_url(hub: StandInHub) -> str:
     from .data import RED_PAJAMA_PATH
 
     return f"{hub.cdn.url}/{RED_PAJAMA_PATH}"
+
+
+def point_at(hub: StandInHub, monkeypatch, caches: Path, token: str | None = TOKEN) -> StandInHub:
+    """`wqk` (and huggingface_hub) talk to `hub` online, with `token` (None: none), into caches
+    of their own under `caches`: a test's setup, through pytest's monkeypatch."""
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    if token is not None:
+        monkeypatch.setenv("HF_TOKEN", token)
+    monkeypatch.setenv("WQK_CACHE", str(caches / "wqk"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(caches / "hf"))
+    return hub
