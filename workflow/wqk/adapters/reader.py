@@ -71,7 +71,9 @@ def locate(ckpt: Checkpoint, record: Record) -> list[Site]:
         if a.only_if is not None and not a.only_if(ckpt.config):
             continue
         probe = template_regex(a.weight, a.qk)
-        prefix = next((p for p in a.prefixes if _numbers(names, re.escape(p) + probe)), None)
+        prefix, numbers = next(
+            ((p, found_here) for p in a.prefixes if (found_here := _numbers(names, re.escape(p) + probe))), (None, [])
+        )
         if prefix is None:
             followed = any(b.alternative and b.stack == a.stack for b in attentions[n + 1 :])
             if a.required and not followed:
@@ -81,7 +83,6 @@ def locate(ckpt: Checkpoint, record: Record) -> list[Site]:
                     "renamed weights?"
                 )
             continue
-        numbers = _numbers(names, re.escape(prefix) + probe)
         heads, kv = _heads(ckpt, a)
         stack = "decoder" if a.as_decoder and ckpt.config.get(a.as_decoder) else a.stack
         first = found.get(a.stack, 0)
