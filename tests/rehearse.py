@@ -40,10 +40,12 @@ SAMPLE_SIZES = ("mini",)  # the sample trains one size: every objective, init an
 
 def copy_workflow(dest: Path) -> Path:
     """The files a run needs: Snakefile, profiles/ (the default profile), workflow/ (rules,
-    schemas, wqk sources), config/, tests/config/."""
+    schemas, wqk sources), config/, tests/config/, and what `snakemake release` bundles from
+    the checkout (CITATION.cff, requirements.lock)."""
     dest.mkdir(parents=True, exist_ok=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".snakemake")
-    shutil.copy2(ROOT / "Snakefile", dest / "Snakefile")
+    for name in ("Snakefile", "CITATION.cff", "requirements.lock"):
+        shutil.copy2(ROOT / name, dest / name)
     for folder in ("profiles", "workflow", "config", "tests/config"):
         shutil.copytree(ROOT / folder, dest / folder, ignore=ignore)
     return dest

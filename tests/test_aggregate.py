@@ -159,6 +159,26 @@ def test_aggregate_cli_writes_deterministic_outputs(tmp_path):
     assert pd.read_csv(tmp_path / "a" / "models.csv")["symmetry_median"].iloc[0] == pytest.approx(0.25)
 
 
+def test_aggregate_cli_reads_the_catalogues_models_from_a_folder_as_from_a_list(tmp_path, capsys):
+    """--scores-dir: the workflow's command line, which does not grow with the catalogue; the
+    same bytes as the files listed one by one, and a model without its file is named."""
+    s, cat = known_world()
+    cat.to_csv(tmp_path / "cat.tsv", sep="\t", index=False)
+    (tmp_path / "scores").mkdir()
+    paths = []
+    for model in cat["model_id"]:
+        paths.append(str(tmp_path / "scores" / f"{model.replace('/', '--')}.parquet"))
+        s[s["model"] == model].to_parquet(paths[-1], index=False)
+    common = ["--catalogue", str(tmp_path / "cat.tsv"), "--out-dir"]
+    assert wqk_main(["aggregate", "--scores", *paths, *common, str(tmp_path / "listed")]) == 0
+    assert wqk_main(["aggregate", "--scores-dir", str(tmp_path / "scores"), *common, str(tmp_path / "dir")]) == 0
+    for name in ("models.parquet", "groups.parquet", "layers.parquet", "heads.parquet", "models.csv"):
+        assert sha(tmp_path / "listed" / name) == sha(tmp_path / "dir" / name), name
+    Path(paths[1]).unlink()
+    assert wqk_main(["aggregate", "--scores-dir", str(tmp_path / "scores"), *common, str(tmp_path / "x")]) != 0
+    assert f"scores file {paths[1]} not found: run `wqk score` for that model first" in capsys.readouterr().err
+
+
 def test_metric_columns_of_files_with_different_metrics_in_the_catalogue_order():
     """Files scored with different metrics: the scores files' one order (wqk.metric_catalogue),
     catalogued columns first, whichever file comes first; an unknown float column after them."""
@@ -244,7 +264,9 @@ def test_tables_written_in_three_formats(tmp_path):
     assert lang["symmetry"].str.fullmatch(r"-?\d\.\d\d \[-?\d\.\d\d, -?\d\.\d\d\]").all()
     assert lang["objective"].iloc[0] == "bidirectional"
     paths = tables.write(lang, tmp_path / "scores_language", caption="Scores of language models.")
-    assert [p.suffix for p in paths] == [".csv", ".md", ".tex"]
+    assert [p.suffix for p in paths] == [".csv", ".md", ".tex", ".html"]
+    page = (tmp_path / "scores_language.html").read_text()
+    assert page.count("<tr>") == len(lang) + 1 and "<caption>Scores of language models.</caption>" in page
     md = (tmp_path / "scores_language.md").read_text()
     assert "| model | stack |" in md and "toy/enc-small" in md
     tex = (tmp_path / "scores_language.tex").read_text()
@@ -260,8 +282,17 @@ def test_tables_written_in_three_formats(tmp_path):
         assert (
             wqk_main(["table", "scores_all", "--in", f"models={tmp_path / 'models.parquet'}", "--out", str(stem)]) == 0
         )
-        digests.append([sha(stem.with_name(stem.name + e)) for e in (".csv", ".md", ".tex")])
+        digests.append([sha(stem.with_name(stem.name + e)) for e in (".csv", ".md", ".tex", ".html")])
     assert digests[0] == digests[1]
+
+
+def test_the_html_table_escapes_text_and_aligns_numbers_right():
+    df = pd.DataFrame({"model": ["<b>a & b</b>"], "x": [0.123456], "n": [3]})
+    page = tables.to_html(df)
+    assert "&lt;b&gt;a &amp; b&lt;/b&gt;" in page and "<b>" not in page
+    cells = page.split("<tr>")[2]
+    assert cells.startswith("<td>&lt;b&gt;") and '<td style="text-align:right">0.1235</td>' in cells
+    assert '<td style="text-align:right">3</td>' in cells
 
 
 def test_latex_and_markdown_escaping():

@@ -220,3 +220,22 @@ def test_training_layers_figure_command_with_two_sizes(tmp_path):
     argv = ["figure", "training_layers", "--in", f"layers={csv_path}", "--param", "dataset=wikipedia",
             "--out", str(out)]  # fmt: skip
     assert wqk_main(argv) == 0 and out.with_suffix(".png").is_file()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_heatmap_load_decodes_as_wqk_matrices_without_torch(tmp_path, dtype):
+    """The heatmaps' numpy reader (figures run in the light env) gives wqk.matrices' values."""
+    from wqk.matrices import read_blocks
+
+    gen = torch.Generator().manual_seed(1)
+    q, k = torch.randn(4, 12, 3, generator=gen).to(dtype), torch.randn(2, 12, 3, generator=gen).to(dtype)
+    path = tmp_path / "m.parquet"
+    info = ModelInfo("toy/m", "toy", "toy", "toy", False)
+    pq.write_table(block_table(info, AttentionBlock("decoder", 0, q, k)), path)
+    _, blk = next(read_blocks(path))
+    df = wqk_heatmaps.load("decoder", path, layer=0).sort_values("head")
+    assert list(df["head"]) == [0, 1, 2, 3] and list(df["kv_head"]) == [0, 0, 1, 1]
+    for r in df.itertuples():
+        assert r.q.dtype == np.float32 and r.k.dtype == np.float32
+        np.testing.assert_array_equal(r.q, blk.q[r.head].float().numpy().reshape(-1))
+        np.testing.assert_array_equal(r.k, blk.k[r.kv_head].float().numpy().reshape(-1))

@@ -50,7 +50,7 @@ def test_every_figure_and_table_of_the_paper_config(rehearsal):
     for key in rehearsal["config"]["figures"]:
         assert any(f == key or f.startswith(key + "_") for f in figures), (key, sorted(figures))
     for key in rehearsal["config"]["tables"]:
-        for ext in ("csv", "md", "tex"):
+        for ext in ("csv", "md", "tex", "html"):
             assert f"results/tables/{key}.{ext}" in outputs
     assert "results/validation/paper_comparison.csv" in outputs
     # validation per model and per published layer, with the authors' method beside ours

@@ -114,6 +114,40 @@ def test_paper_dry_run_plans_every_catalogue_model(workdir):
     assert len(summary_cmd) == 1 and len(summary_cmd[0]) < 32_000, [len(c) for c in summary_cmd]
 
 
+def atlas_catalogue(path: Path, n: int) -> Path:
+    """A catalogue of n hub models (pinned, planned offline: nothing is fetched by a dry run)."""
+    header = ("slug", "model_id", "source", "revision", "family", "modality", "n_params", "figure", "synthetic",
+              "objective_encoder", "objective_decoder", "objective_cross", "paper_stacks", "notes")  # fmt: skip
+    lines = ["\t".join(header)]
+    for i in range(n):
+        model = f"atlas-org/model-{i:05d}"
+        revision = hashlib.sha1(model.encode()).hexdigest()
+        lines.append(
+            f"\t{model}\t{model}\t{revision}\tAtlas\ttext\t{1_000_000 + i}\tlanguage\tFalse\t\tautoregressive\t\t\t"
+        )
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.slow
+def test_a_catalogue_of_thousands_plans_no_command_that_grows_with_it(workdir, tmp_path):
+    """3,001 models: every job's command stays short (aggregation reads folders of per-model
+    files, not one argument per file); once, one command was 234 KB, past what Linux starts."""
+    catalogue = atlas_catalogue(tmp_path / "atlas.tsv", 3001)
+    overlay = tmp_path / "atlas.yaml"
+    overlay.write_text(
+        f"catalogue: {catalogue}\nactivate: {{training: false, validation: false}}\n"
+        "figures: {wqk_heatmaps: {encoder: atlas-org--model-00000, decoder: atlas-org--model-00001}}\n"
+    )
+    r = snakemake(workdir, "-n", "-p", "--cores", "4", "--configfile", "config/config.yaml", str(overlay), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    counts = job_counts(r.stdout)
+    assert counts["fetch"] == counts["score"] == 3001, counts
+    commands = [l for l in r.stdout.splitlines() if l.startswith("Shell command:")]
+    assert len(commands) >= 2 * 3001 + 2
+    assert max(len(c) for c in commands) < 32 * 1024, max(commands, key=len)[:300]
+
+
 def test_quickstart_trains_three_seeds_of_each_compared_init(workdir):
     """training.comparison_seeds repeats the runs the symmetric-initialisation table compares
     (the encoders); the decoder, trained under one init, runs once."""
@@ -196,7 +230,7 @@ def test_end_to_end_outputs(finished):
     for name in expected:
         assert (finished / "figures" / f"{name}.pdf").stat().st_size > 1000
     for table in ("scores_all", "scores_language", "robustness"):
-        for ext in ("csv", "md", "tex"):
+        for ext in ("csv", "md", "tex", "html"):
             assert (finished / "results" / "tables" / f"{table}.{ext}").stat().st_size > 0
     md = (finished / "results" / "tables" / "scores_all.md").read_text()
     assert "synthetic" in md  # tiny random models are marked in the outputs
@@ -234,18 +268,46 @@ def test_nothing_left_to_do_after_a_run(finished):
     assert "Nothing to be done" in r.stdout + r.stderr, job_counts(r.stdout)
 
 
-@pytest.mark.slow
-def test_editing_one_figure_module_reruns_only_that_figure(finished):
-    module = finished / "workflow" / "wqk" / "figures" / "depth_profile.py"
+def plan_after_editing(workdir: Path, name: str) -> dict[str, int]:
+    """The jobs a dry run plans once workflow/wqk/NAME has new bytes (Snakemake 9 compares
+    input checksums: a bare `touch` plans nothing); the file is restored afterwards."""
+    module = workdir / "workflow" / "wqk" / name
     original = module.read_text()
     try:
         module.write_text(original + "\n# edited\n")
-        r = snakemake(finished, "-n", "--cores", "2", "--configfile", TEST_CONFIG)
+        r = snakemake(workdir, "-n", "--cores", "2", "--configfile", TEST_CONFIG)
     finally:
         module.write_text(original)
-        os.utime(module, (0, 0))  # back to older than its figure
+        os.utime(module, (0, 0))  # back to older than its outputs
     assert r.returncode == 0, r.stderr[-3000:]
-    assert set(job_counts(r.stdout)) == {"figure_depth_profile", "all"}, job_counts(r.stdout)
+    return job_counts(r.stdout)
+
+
+@pytest.mark.slow
+def test_editing_one_figure_module_reruns_only_that_figure(finished):
+    counts = plan_after_editing(finished, "figures/depth_profile.py")
+    assert set(counts) == {"figure_depth_profile", "all"}, counts
+
+
+@pytest.mark.slow
+def test_editing_the_shared_figure_style_reruns_every_figure_and_no_table(finished):
+    counts = plan_after_editing(finished, "figures/__init__.py")
+    made = {p.name.removesuffix(".png") for p in (finished / "figures").glob("*.png")}
+    assert sum(n for rule, n in counts.items() if rule.startswith("figure_")) == len(made) == 11, counts
+    assert {rule for rule in counts if not rule.startswith("figure_")} == {"all"}, counts
+
+
+@pytest.mark.slow
+def test_editing_shared_figure_code_reruns_exactly_the_figures_that_import_it(finished):
+    """figures/scores_vs_params.py is drawn by its own figure (language and audio here) and
+    imported by encdec_stacks; report_data.py by figures and tables of both kinds."""
+    counts = plan_after_editing(finished, "figures/scores_vs_params.py")
+    assert counts == {"figure_scores_vs_params": 2, "figure_encdec_stacks": 1, "all": 1}, counts
+    counts = plan_after_editing(finished, "report_data.py")
+    assert set(counts) == {
+        "figure_scores_vs_params", "figure_encdec_stacks", "figure_training_loss", "figure_training_scores",
+        "figure_training_layers", "table_scores_language", "table_symmetric_init", "all",
+    }, counts  # fmt: skip
 
 
 @pytest.mark.slow
@@ -272,15 +334,53 @@ def test_adding_a_catalogue_line_schedules_only_that_model(finished):
     assert set(counts) == {
         "catalogue", "aggregate", "figure_scores_vs_params", "figure_encdec_stacks",
         "figure_head_distributions", "figure_depth_profile", "table_scores_all",
-        "table_scores_language", "figure_spectral_signatures", "figure_rotary_symmetry", "table_robustness", "all",
+        "table_scores_language", "figure_spectral_signatures", "figure_rotary_symmetry", "table_robustness",
+        "explorer", "all",
     }, counts  # fmt: skip
 
 
+# A project that deploys the workflow (README.md, "Deploying the workflow"): its own folder, its
+# config, and this Snakefile; the workflow's files stay where they are.
+DEPLOYED_SNAKEFILE = """configfile: "config/config.yaml"
+
+
+module wqk:
+    snakefile:
+        "{snakefile}"
+    config:
+        config
+
+
+use rule * from wqk as wqk_*
+"""
+
+
+def deploy(folder: Path, snakefile: Path) -> Path:
+    """A project folder holding only a config (the test config, its catalogue beside it) and
+    the Snakefile that uses `snakefile` as a module."""
+    import yaml
+
+    (folder / "config").mkdir(parents=True)
+    config = yaml.safe_load((ROOT / TEST_CONFIG).read_text())
+    shutil.copy(ROOT / config["catalogue"], folder / "config" / "catalogue.tsv")
+    config["catalogue"] = "config/catalogue.tsv"
+    (folder / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    (folder / "Snakefile").write_text(DEPLOYED_SNAKEFILE.format(snakefile=snakefile))
+    return folder
+
+
 @pytest.mark.slow
-def test_two_runs_from_scratch_are_byte_identical(finished, tmp_path):
-    second = copy_workflow(tmp_path / "second")
-    r = snakemake(second, "--cores", "2", "--configfile", TEST_CONFIG, timeout=TIMEOUT)
+def test_a_run_from_scratch_as_a_deployed_module_is_byte_identical(finished, tmp_path):
+    """Two runs from scratch give the same bytes, and the second runs the workflow as a module
+    from a project folder of its own (the paths of the rules resolve against the workflow's
+    files, not the working directory), exactly as the run from the checkout."""
+    second = deploy(tmp_path / "project", ROOT / "workflow" / "Snakefile")
+    r = snakemake(second, "--cores", "2", timeout=TIMEOUT)
     assert r.returncode == 0, r.stderr[-5000:]
+    assert sorted(p.name for p in second.iterdir() if not p.name.startswith(".")) == [
+        "Snakefile", "benchmarks", "config", "figures", "logs", "results",
+    ]  # fmt: skip
+    # (nothing of the workflow copied into the project)
     first_digests, second_digests = digests(finished), digests(second)
     assert len(first_digests) >= 9 * 2 + 2 * 3
     assert first_digests == second_digests
@@ -304,8 +404,8 @@ def test_report_carries_the_comparison_and_errata_tables(finished, tmp_path):
     with zipfile.ZipFile(wd / "report.zip") as z:
         names = z.namelist()
         html = next(z.read(n).decode() for n in names if n.endswith("/report.html"))
-    for table in ("paper_comparison.csv", "errata.csv", "scores_all.csv", "symmetric_init.csv",
-                  "training_comparison.csv", "robustness.csv"):  # fmt: skip
+    for table in ("paper_comparison.html", "errata.html", "scores_all.html", "symmetric_init.html",
+                  "training_comparison.html", "robustness.html"):  # fmt: skip
         assert any(n.endswith(f"/{table}") for n in names), (table, names)
     assert "Comparison with the paper" in html  # their category
     assert "Errata: the published medians" in html  # workflow/report/errata.rst
@@ -368,3 +468,119 @@ def test_hf_token_stays_out_of_job_command_lines_and_logs(tmp_path):
     outputs = [("stdout", r.stdout), ("stderr", r.stderr)] + [(p.name, p.read_text()) for p in logs]
     leaks = [name for name, text in outputs if token in text]
     assert not leaks, f"HF_TOKEN appears in Snakemake's {', '.join(leaks)}"
+
+
+# ---------------------------------------------------------------- the light env, the report in a browser
+
+# The job env of these rules is workflow/envs/wqk.yaml (torch, transformers); every other
+# rule's is the light workflow/envs/analysis.yaml.
+FULL_ENV_RULES = {"tiny", "fetch", "score", "corpus", "tokenizer_trained", "tokenizer_pretrained", "train"}
+LIGHT_ENV = ROOT / "tests" / "light_env"  # its sitecustomize refuses the model packages
+REPORT_SHOTS = Path("/tmp/report_shots")  # copies for a person to look at
+
+
+def light_rules(workdir: Path, configfile: str) -> list[str]:
+    r = snakemake(workdir, "--list-rules", "--configfile", configfile)
+    assert r.returncode == 0, r.stderr[-3000:]
+    names = [m.group(1) for m in re.finditer(r"^(\w+)", r.stdout, re.M)]
+    assert FULL_ENV_RULES <= set(names), sorted(FULL_ENV_RULES - set(names))
+    return sorted(set(names) - FULL_ENV_RULES - {"all"})
+
+
+@pytest.fixture(scope="module")
+def light_rerun(finished, tmp_path_factory) -> dict:
+    """A copy of the finished run with validation on, then every rule of the light env
+    forced to run again with torch, transformers & co. refused at import, in Snakemake and
+    in every job (tests/light_env on PYTHONPATH), and its report made as report.html and
+    report.zip the same way. Returns what the tests look at."""
+    wd = tmp_path_factory.mktemp("light") / "run"
+    shutil.copytree(finished, wd, symlinks=True)
+    config = wd / "tests" / "config" / "validation.yaml"
+    config.write_text((wd / TEST_CONFIG).read_text().replace("validation: false", "validation: true", 1))
+    configfile = str(config.relative_to(wd))
+    r = snakemake(wd, "--cores", "2", "--configfile", configfile)  # validation's own jobs, torch allowed
+    assert r.returncode == 0, r.stderr[-3000:]
+    before = digests(wd)
+    log = wd.parent / "refused.log"
+    rules = light_rules(wd, configfile)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(LIGHT_ENV), os.environ.get("PYTHONPATH")])))
+        probe = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, text=True)
+        mp.setenv("WQK_REFUSED_LOG", str(log))
+        started = time.time()
+        rerun = snakemake(wd, "--cores", "2", "--configfile", configfile, "--forcerun", *rules, timeout=TIMEOUT)
+        html = snakemake(wd, "--configfile", configfile, "--report", "report.html")
+        zipped = snakemake(wd, "--configfile", configfile, "--report", "report.zip")
+    return dict(wd=wd, before=before, rules=rules, probe=probe, started=started, rerun=rerun, html=html,
+                zipped=zipped, refused=log.read_text() if log.exists() else "")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_light_env_rules_rerun_without_torch_to_the_same_bytes(light_rerun):
+    """Aggregation, validation, the training summary, every figure and table and the report
+    import none of torch, transformers, safetensors, huggingface_hub, tokenizers: the rules
+    of workflow/envs/analysis.yaml rerun with them refused give the same figures and tables."""
+    wd, rerun = light_rerun["wd"], light_rerun["rerun"]
+    assert light_rerun["probe"].returncode != 0 and "refused: torch" in light_rerun["probe"].stderr
+    assert rerun.returncode == 0, rerun.stderr[-5000:]
+    assert not light_rerun["refused"], f"imports refused in the light env:\n{light_rerun['refused']}"
+    ran = job_counts(rerun.stdout + rerun.stderr)
+    assert {"aggregate", "aggregate_authors", "validate", "train_summary"} <= set(ran), ran
+    assert not FULL_ENV_RULES & set(ran), ran
+    after = digests(wd)
+    assert after == light_rerun["before"] and len(after) >= 11 * 2 + 7 * 4
+    stale = [name for name in after if (wd / name).stat().st_mtime < light_rerun["started"]]
+    assert not stale, f"not made again by the rerun: {stale}"
+    for made in ("html", "zipped"):
+        assert light_rerun[made].returncode == 0, light_rerun[made].stderr[-3000:]
+
+
+def report_files(wd: Path) -> dict[str, bytes]:
+    """What the report must carry: every figure (its PNG) and every table (its HTML page)."""
+    files = sorted((wd / "figures").glob("*.png")) + sorted((wd / "results" / "tables").glob("*.html"))
+    return {p.name: p.read_bytes() for p in files}
+
+
+@pytest.mark.slow
+def test_report_zip_holds_every_figure_and_table(light_rerun):
+    wd = light_rerun["wd"]
+    assert light_rerun["zipped"].returncode == 0, light_rerun["zipped"].stderr[-3000:]
+    with zipfile.ZipFile(wd / "report.zip") as z:
+        held = {Path(n).name: z.read(n) for n in z.namelist() if "/data/" in n}
+        assert "report/report.html" in z.namelist()
+    expected = report_files(wd)
+    assert len(expected) >= 11 + 7
+    assert {name: held.get(name) for name in expected} == expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["report.html", "report.zip"])
+def test_report_in_chromium_lists_and_opens_every_figure_and_table(light_rerun, form, tmp_path):
+    """The report as a reader opens it, in headless Chromium: every figure and table of the
+    run is listed under its category and opens (a figure as an image with pixels, a table as
+    a page or its file), with the bytes of the file; the page logs no JavaScript error."""
+    from report_browser import available, visit_report
+
+    if reason := available():
+        pytest.fail(f"the report cannot be opened in a browser: {reason}")
+    wd = light_rerun["wd"]
+    assert light_rerun[{"report.html": "html", "report.zip": "zipped"}[form]].returncode == 0
+    html = wd / "report.html"
+    if form == "report.zip":
+        with zipfile.ZipFile(wd / "report.zip") as z:
+            z.extractall(tmp_path / "unzipped")
+        html = tmp_path / "unzipped" / "report" / "report.html"
+    visit = visit_report(html, tmp_path / "shots", copy_to=REPORT_SHOTS / form.replace(".", "_"))
+    assert not visit.errors(), visit.errors()
+    opened = {e.filename: e for e in visit.entries}
+    expected = report_files(wd)
+    assert sorted(set(expected) - set(opened)) == [], "not listed, or did not open"
+    for name, data in expected.items():
+        entry = opened[name]
+        assert entry.data == data, f"{name}: the report shows other bytes than the file"
+        assert entry.category and entry.labels, name
+        if name.endswith(".png"):
+            assert entry.shown_as == "img" and entry.rendered, entry
+        else:  # a table: its HTML page in a frame, a table a reader can read there
+            assert entry.shown_as == "iframe" and entry.rendered and b"<table>" in entry.data, entry
+    assert visit.screenshots and all(p.stat().st_size > 10_000 for p in visit.screenshots)

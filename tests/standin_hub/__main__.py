@@ -1,4 +1,6 @@
-"""python tests/standin_hub {build,serve} ROOT [--popular] [--port N] [--throttle N]"""
+"""python tests/standin_hub {build,serve,cost} ROOT [--popular] [--port N] [--throttle N]
+
+cost: what listing, fetching and scoring a few popular models costs (cost.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from .server import TOKEN
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python tests/standin_hub", description=__doc__)
-    p.add_argument("command", choices=["build", "serve"])
+    p.add_argument("command", choices=["build", "serve", "cost"])
     p.add_argument("root", type=Path, help="folder of the stand-in hub's repos and data")
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--cdn-port", type=int, default=8766)
@@ -27,6 +29,10 @@ def main(argv=None) -> int:
         "--popular", action="store_true", help="the models of config/catalogue/hub_popular.tsv, not the paper's"
     )
     a = p.parse_args(argv)
+    if a.command == "cost":
+        from .cost import main as cost
+
+        return cost(a.root)
     (build_popular if a.popular else build)(a.root)
     if a.command == "build":
         print(f"built {a.root}")

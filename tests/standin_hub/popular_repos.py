@@ -57,20 +57,27 @@ def write_popular_repo(hub_id: str, model_type: str, folder: Path) -> None:
     )
 
 
-def build_popular(root: Path, rows: list[dict] | None = None, extra: dict[str, str] | None = None) -> Path:
+def build_popular(
+    root: Path,
+    rows: list[dict] | None = None,
+    extra: dict[str, str] | None = None,
+    listing: dict[str, dict] | None = None,
+) -> Path:
     """Write the stand-in repos of rows (default: every row of hub_popular.tsv) under root,
     plus extra (hub id -> a transformers model_type built by `build_extra`); skipped when
-    root/manifest.json already lists exactly these. Returns root."""
+    root/manifest.json already lists exactly these. listing: hub id -> what the hub's listing
+    says of it (downloads, pipeline_tag, library_name, tags: listing.py), added to its manifest
+    entry. Returns root."""
     root = Path(root)
     rows = popular_rows() if rows is None else rows
     extra = extra or {}
-    manifest = {
-        "models": {
-            **{r["source"]: {"gated": "manual" if is_gated(r) else False, "model_type": r["model_type"]} for r in rows},
-            **{hub_id: {"gated": False, "model_type": mt} for hub_id, mt in extra.items()},
-        },
-        "datasets": {},
+    models = {
+        **{r["source"]: {"gated": "manual" if is_gated(r) else False, "model_type": r["model_type"]} for r in rows},
+        **{hub_id: {"gated": False, "model_type": mt} for hub_id, mt in extra.items()},
     }
+    for hub_id, facts in (listing or {}).items():
+        models[hub_id] = {**models[hub_id], **facts}
+    manifest = {"models": models, "datasets": {}}
     done = root / "manifest.json"
     if done.is_file() and json.loads(done.read_text()) == manifest:
         return root

@@ -2,7 +2,8 @@
 the libraries it calls (huggingface_hub, transformers, datasets) use, for a tree of repos on disk.
 
     <root>/manifest.json             {"models": {repo_id: {"gated": false|"manual"}}, "datasets": {...},
-                                      "aliases": {old_id: repo_id}}  (renamed repos: 307 to the new id)
+                                      "aliases": {old_id: repo_id}}  (renamed repos: 307 to the new id);
+                                     a model's entry may add what the listing says of it (listing.py)
     <root>/models/<repo_id>/...      the files of each model repo
     <root>/datasets/<repo_id>/...    the files of each dataset repo
     <root>/static/...                plain files at /<path> of the second host (a dataset's own site)
@@ -10,6 +11,8 @@ the libraries it calls (huggingface_hub, transformers, datasets) use, for a tree
 What it speaks:
 - `GET /api/{models,datasets}/<id>[/revision/<rev>]`: info with the commit sha, siblings, gated;
   `GET .../tree/<rev>[/<path>]` (recursive, paginated by nothing) and `POST .../paths-info/<rev>`.
+- `GET /api/models`: the model listing (filters, `expand`, pages linked by `Link: ...; rel="next"`,
+  `listing_page_size` models at most per page; 401 for a token other than TOKEN): listing.py.
 - `GET|HEAD /<id>/resolve/<rev>/<file>` (datasets under /datasets/): Range, ETag, X-Repo-Commit.
   Large files (LFS: weights, Parquet, archives) answer 302 to a second host, the CDN, which
   serves the bytes and records every Authorization header it is sent (it must get none). The
@@ -19,7 +22,8 @@ What it speaks:
 - `throttle`: every n-th request for a repo file answers 429 with `Retry-After: 1` once.
 - `hostile`: a set of HOSTILE modes, each a way a broken proxy or mirror answers (see HOSTILE).
 A repo's commit sha is the SHA-1 of its file names and contents: a changed file is a new commit.
-`seen` records every request (method, path, range, whether a token came); `log_unknown` prints
+`seen` records every request (method, path, range, whether a token came), `bytes_sent` the bytes
+of every answer (headers not counted); `log_unknown` prints
 requests the server does not speak, which is how a new library call shows up.
 """
 
@@ -35,6 +39,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from time import sleep  # bound now: tests that patch time.sleep must not speed up a trickle
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from . import listing
 
 TOKEN = "hf_standin_token"  # the token that opens gated repos
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".parquet", ".gz", ".zst", ".arrow", ".msgpack", ".h5", ".ot")
@@ -64,6 +70,8 @@ class Repo:
     sha: str = ""
     files: dict[str, Path] = field(default_factory=dict)  # repo path -> file on disk
     digests: dict[str, tuple[int, str, str]] = field(default_factory=dict)  # path -> size, git sha1, sha256
+    meta: dict = field(default_factory=dict)  # the manifest entry: gated, and what the listing says of it
+    listing: dict | None = None  # listing.facts_of, computed on the first listing that names the repo
 
     def load(self) -> Repo:
         """Each file read once: its size and digests, and the commit sha over all of them."""
@@ -85,7 +93,8 @@ def load_repos(root: Path) -> tuple[dict[tuple[str, str], Repo], dict[str, str]]
     repos = {}
     for kind in KINDS:
         for repo_id, meta in sorted(manifest.get(kind, {}).items()):
-            repos[kind, repo_id] = Repo(kind, repo_id, root / kind / repo_id, meta.get("gated", False)).load()
+            gated = meta.get("gated", False)
+            repos[kind, repo_id] = Repo(kind, repo_id, root / kind / repo_id, gated, meta=meta).load()
     return repos, manifest.get("aliases", {})
 
 
@@ -97,6 +106,7 @@ class _Server(ThreadingHTTPServer):
         super().__init__((host, port), _Handler)
         self.lock = threading.Lock()
         self.seen: list[dict] = []
+        self.bytes_sent = 0
         self.host_name = host
 
     @property
@@ -131,6 +141,7 @@ class StandInHub(_Server):
         self.log_unknown = log_unknown
         self.hostile: set[str] = set()  # HOSTILE modes in force
         self.trickle_s = 0.5
+        self.listing_page_size = listing.MAX_PAGE  # tests set it small: pages of a few models
 
     def start(self) -> StandInHub:
         self.cdn.start()
@@ -228,6 +239,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if not self.head:
             self.wfile.write(body)
+            self._count(len(body))
+
+    def _count(self, n: int) -> None:
+        with self.server.lock:
+            self.server.bytes_sent += n
 
     def _json(self, obj, status: int = 200, headers: dict | None = None):
         self._send(status, json.dumps(obj).encode(), {"Content-Type": "application/json", **(headers or {})})
@@ -264,6 +280,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if not self.head:
             self.wfile.write(body[: len(body) // 2])
+            self._count(len(body) // 2)
         self.wfile.flush()
         self.close_connection = True
 
@@ -276,6 +293,7 @@ class _Handler(BaseHTTPRequestHandler):
         for i in range(0 if self.head else len(body)):
             self.wfile.write(body[i : i + 1])
             self.wfile.flush()
+            self._count(1)
             sleep(every_s)
 
     # --- the CDN ------------------------------------------------------------------------
@@ -306,6 +324,8 @@ class _Handler(BaseHTTPRequestHandler):
         hub: StandInHub = self.server  # type: ignore[assignment]
         if path == "/api/agent-harnesses":  # huggingface_hub's user-agent registry, asked daily
             return self._json({"standardEnvVars": [], "harnesses": {}})
+        if path == "/api/models":
+            return self._listing(hub)
         api = re.fullmatch(r"/api/(models|datasets)/(.+?)(?:/(revision|tree|paths-info)/([^/]+)(/.*)?)?", path)
         if api:
             return self._api(hub, api.group(1), api.group(2), api.group(3), api.group(4), api.group(5), body)
@@ -317,6 +337,16 @@ class _Handler(BaseHTTPRequestHandler):
         if hub.log_unknown:
             print(f"stand-in hub: not served: {self.command} {self.path}", flush=True)
         self._error(404, "EntryNotFound", f"not served by the stand-in hub: {path}")
+
+    def _listing(self, hub: StandInHub):
+        auth = self.headers.get("Authorization")
+        if auth is not None and auth != f"Bearer {TOKEN}":  # as the hub answers a token it does not know
+            return self._error(401, "Unauthorized", "Invalid credentials in Authorization header")
+        try:
+            page, headers = listing.answer(hub, self.query)
+        except listing.BadQuery as e:
+            return self._error(400, "BadRequest", str(e))
+        self._json(page, headers=headers)
 
     def _lookup(self, hub: StandInHub, kind: str, repo_id: str, rev: str | None) -> Repo | None:
         """The repo a request names at `rev` (main or its commit sha), or None once the answer is sent: 307 for a renamed
@@ -354,8 +384,8 @@ class _Handler(BaseHTTPRequestHandler):
             "private": False,
             "gated": repo.gated,
             "disabled": False,
-            "downloads": 0,
-            "likes": 0,
+            "downloads": int(repo.meta.get("downloads", 0)),
+            "likes": int(repo.meta.get("likes", 0)),
             "tags": [],
             "lastModified": "2024-01-01T00:00:00.000Z",
             "createdAt": "2024-01-01T00:00:00.000Z",

@@ -17,60 +17,40 @@ rule catalogue:
         )
 
 
-rule aggregate:
-    """Median and interquartile range per model and stack (over layers and over heads)."""
-    input:
-        scores=get_all_scores,
-        null=get_all_null,
-        catalogue="results/catalogue.tsv",
-    output:
-        models="results/aggregate/models.parquet",
-        models_csv="results/aggregate/models.csv",
-        groups="results/aggregate/groups.parquet",
-        groups_csv="results/aggregate/groups.csv",
-        layers="results/aggregate/layers.parquet",
-        heads="results/aggregate/heads.parquet",
-    log:
-        "logs/aggregate.log",
-    benchmark:
-        "benchmarks/aggregate.tsv"
-    conda:
-        "../envs/wqk.yaml"
-    resources:
-        mem_mb=8000,
-        runtime=30,
-    params:
-        out_dir=subpath(output.models, parent=True),
-        null=lambda wc, input: f"--null {' '.join(input.null)}" if input.null else "",
-    shell:
-        "wqk aggregate --scores {input.scores} {params.null} --catalogue {input.catalogue}"
-        " --out-dir {params.out_dir} > {log} 2>&1"
+for aggregate_name, spec in AGGREGATES.items():
 
-
-rule aggregate_authors:
-    """The aggregate of the authors' method's scores: what validation proves causes with."""
-    input:
-        scores=expand("results/scores_authors/{slug}.parquet", slug=SLUGS),
-        catalogue="results/catalogue.tsv",
-    output:
-        models="results/aggregate_authors/models.parquet",
-        models_csv="results/aggregate_authors/models.csv",
-        groups="results/aggregate_authors/groups.parquet",
-        groups_csv="results/aggregate_authors/groups.csv",
-        layers="results/aggregate_authors/layers.parquet",
-        heads="results/aggregate_authors/heads.parquet",
-    log:
-        "logs/aggregate_authors.log",
-    conda:
-        "../envs/wqk.yaml"
-    resources:
-        mem_mb=8000,
-        runtime=30,
-    params:
-        out_dir=subpath(output.models, parent=True),
-    shell:
-        "wqk aggregate --scores {input.scores} --catalogue {input.catalogue}"
-        " --out-dir {params.out_dir} > {log} 2>&1"
+    rule:
+        """Median and interquartile range per model and stack (over layers and over heads)."""
+        name:
+            aggregate_name
+        input:
+            scores=expand(f"{spec['scores']}/{{slug}}.parquet", slug=SLUGS),
+            null=spec["null"],
+            catalogue="results/catalogue.tsv",
+        output:
+            models=f"results/{aggregate_name}/models.parquet",
+            models_csv=f"results/{aggregate_name}/models.csv",
+            groups=f"results/{aggregate_name}/groups.parquet",
+            groups_csv=f"results/{aggregate_name}/groups.csv",
+            layers=f"results/{aggregate_name}/layers.parquet",
+            heads=f"results/{aggregate_name}/heads.parquet",
+        log:
+            f"logs/{aggregate_name}.log",
+        benchmark:
+            f"benchmarks/{aggregate_name}.tsv"
+        conda:
+            "../envs/analysis.yaml"
+        resources:
+            mem_mb=8000,
+            runtime=30,
+        params:
+            out_dir=subpath(output.models, parent=True),
+            # folders, not one path per model: the command line stays short at any catalogue size
+            scores=lambda wildcards, input: os.path.dirname(input.scores[0]),
+            null=aggregate_null_flag,
+        shell:
+            "wqk aggregate --scores-dir {params.scores} {params.null} --catalogue {input.catalogue}"
+            " --out-dir {params.out_dir} > {log} 2>&1"
 
 
 rule validate:
@@ -90,7 +70,7 @@ rule validate:
         "logs/validate.log",
     localrule: True
     conda:
-        "../envs/wqk.yaml"
+        "../envs/analysis.yaml"
     shell:
         "wqk validate --models {input.models} --layers {input.layers} --published {input.published}"
         " --published-layers {input.published_layers} --paper-models {input.paper_models}"

@@ -7,29 +7,47 @@ line and the column.
 
 import os
 import sys
-from itertools import product
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.sourcecache import LocalSourceFile
 
-# The catalogue loader and the source parser are the package's own; they need no torch,
-# so the source tree is enough when wqk is not installed.
-sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
-from wqk.ids import slug as model_slug  # noqa: E402
+# The catalogue loader, the source parser, the training grid and the figure registry are the
+# package's own; they need no torch, so the workflow's source tree is enough when wqk is not
+# installed. The tree is found from this file: workflow.basedir is the folder of the main
+# Snakefile, which is the user's when this workflow is used as a module.
+if not isinstance(workflow.current_basedir, LocalSourceFile):
+    raise WorkflowError(
+        f"wqk's workflow must be a local copy (its Python package is imported here and run by "
+        f"the jobs), not {workflow.current_basedir.get_path_or_uri(secret_free=True)}: "
+        "git clone it and give the module `snakefile:` the path of its workflow/Snakefile"
+    )
+WORKFLOW_DIR = Path(str(workflow.current_basedir)).parent
+sys.path.insert(0, str(WORKFLOW_DIR))
 from wqk.catalogue import CatalogueError, load_catalogue, write_catalogue  # noqa: E402
 from wqk.errors import WqkError  # noqa: E402
+from wqk.ids import SLUG_PATTERN  # noqa: E402
 from wqk.checkpoints.source import parse_source  # noqa: E402
+from wqk.metric_catalogue import score_flags as metric_score_flags  # noqa: E402
 from wqk.metric_catalogue import select as select_metrics  # noqa: E402
-from wqk.training.corpus import NAMES as CORPUS_NAMES  # noqa: E402
+from wqk.registry import PRODUCTS, Plan, targets as registry_targets  # noqa: E402
 
-# Rules call the `wqk` command: find it beside the Python that runs Snakemake, so that
-# `.venv/bin/snakemake` works without activating the venv.
-shell.prefix(f'set -euo pipefail; PATH="{Path(sys.executable).parent}:$PATH"; ')
+# Rules call the `wqk` command: found beside the Python that runs Snakemake, so that
+# `.venv/bin/snakemake` works without activating the venv (with `--sdm conda`, the job's env
+# has its own); it imports the package of this workflow's own source (the code the figure and
+# table rules list as inputs), wherever the workflow is deployed, whichever wqk is installed.
+from snakemake.settings.types import DeploymentMethod  # noqa: E402
 
-# Long name of each training objective in run names, as the paper names its runs.
-OBJECTIVE_SHORT = {"bidirectional": "encoder", "autoregressive": "decoder"}
-# Figure key of a scores-vs-parameters figure -> modality of its models.
-GROUP_MODALITY = {"language": "text", "vision": "vision", "audio": "audio"}
+WQK_ON_PATH = (
+    ""
+    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+    else f'PATH="{Path(sys.executable).parent}:$PATH"; '
+)
+shell.prefix(
+    f"set -euo pipefail; {WQK_ON_PATH}"
+    # braces doubled twice: for the f-string, then for Snakemake's formatting of the command
+    f'export PYTHONPATH="{WORKFLOW_DIR}${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; '
+)
 
 
 # ---------------------------------------------------------------- catalogue
@@ -53,77 +71,23 @@ def source_kind(source):
     return parse_source(source).kind
 
 
-def figure_groups(key):
-    """Slugs of the models that belong to a figure key (language, vision, audio, encdec)."""
-    return [s for s, row in MODELS.items() if key in row["figure"].split(",")]
-
-
 # ---------------------------------------------------------------- training runs
 
+# The keys of `training` are checked, and defaulted, by the schema (the settings' part of it
+# generated from wqk.training.spec); the runs, their flags and saved steps are the grid's.
+from wqk.training import grid as training_grid  # noqa: E402
+
 TRAINING = config.get("training", {})
-
-
-def check_training_datasets():
-    """Every training.datasets name is a corpus of `wqk corpus` (wqk.training.corpus.NAMES):
-    a wrong one stops the workflow here, before any job runs."""
-    unknown = [d for d in TRAINING.get("datasets", []) if d not in CORPUS_NAMES]
-    if unknown:
-        raise WorkflowError(
-            f"config training.datasets: unknown dataset {', '.join(map(repr, unknown))}; "
-            f"the accepted names are {', '.join(CORPUS_NAMES)}"
-        )
-
-
-check_training_datasets()
-
-
-def training_runs():
-    """Run name -> settings, from the grid sizes x objectives x inits x datasets; an objective
-    trained under several inits (the symmetric-initialisation comparison) once per seed of
-    training.comparison_seeds, each other run with training.seed. A run of another seed than
-    training.seed is named with the suffix -s<seed>."""
-    if not config["activate"]["training"]:
-        return {}
-    if not TRAINING:
-        raise WorkflowError(
-            "activate: training is true but the config has no `training:` section"
-        )
-    pairs = [
-        (init, o) for init, objectives in TRAINING["inits"].items() for o in objectives
-    ]
-    compared = {o for _, o in pairs if [p for _, p in pairs].count(o) > 1}
-    base = TRAINING["seed"]
-    runs = {}
-    for size, (init, objective), dataset in product(
-        TRAINING["sizes"], pairs, TRAINING["datasets"]
-    ):
-        seeds = TRAINING.get("comparison_seeds") or [base]
-        for seed in seeds if objective in compared else [base]:
-            name = f"{size}-{OBJECTIVE_SHORT[objective]}-{init}-{dataset}"
-            name += "" if seed == base else f"-s{seed}"
-            runs[name] = dict(
-                size=size, objective=objective, init=init, dataset=dataset, seed=seed
-            )
-    return dict(sorted(runs.items()))
-
-
-RUNS = training_runs()
-
-
-def checkpoint_steps():
-    """Steps at which `wqk train` saves and scores the model: 0, every save_every, the last."""
-    steps, every = TRAINING["steps"], TRAINING["save_every"]
-    return sorted({0, steps, *range(every, steps + 1, every)})
-
-
-STEPS = [f"{s:06d}" for s in checkpoint_steps()] if RUNS else []
+try:
+    training_grid.check_datasets(TRAINING)
+    RUNS = training_grid.runs(TRAINING) if config["activate"]["training"] else {}
+except WqkError as e:
+    raise WorkflowError(str(e)) from None
+STEPS = training_grid.saved_steps(TRAINING) if RUNS else []
 
 
 def tokenizer_dir(dataset):
-    tok = TRAINING.get("tokenizer", {})
-    if "pretrained" in tok:
-        return f"results/training/tokenizer/pretrained-{model_slug(tok['pretrained'])}"
-    return f"results/training/tokenizer/corpus-{dataset}"
+    return training_grid.tokenizer_dir(TRAINING, dataset)
 
 
 # ---------------------------------------------------------------- wildcards
@@ -136,7 +100,7 @@ def _alternatives(names):
 
 
 wildcard_constraints:
-    slug=_alternatives(SLUGS),
+    slug=SLUG_PATTERN,
     run=_alternatives(RUNS),
     step=r"\d{6}",
     dataset=r"[a-z0-9_]+",
@@ -146,9 +110,19 @@ wildcard_constraints:
 # ---------------------------------------------------------------- input functions
 
 
+def catalogue_row(slug):
+    """The catalogue line of a {slug} (the wildcard is a pattern, not the list of slugs)."""
+    if slug not in MODELS:
+        raise WorkflowError(
+            f"{slug!r} is the slug of no model of the catalogue {config['catalogue']} "
+            "(a slug is the model id in lower case, `/` as `--`: wqk.slug)"
+        )
+    return MODELS[slug]
+
+
 def get_extract_input(wildcards):
     """The local folder extraction reads, when the workflow makes it (hub, tiny)."""
-    kind = source_kind(MODELS[wildcards.slug]["source"])
+    kind = source_kind(catalogue_row(wildcards.slug)["source"])
     if kind == "hub":
         return f"results/fetch/{wildcards.slug}"
     if kind == "tiny":
@@ -158,20 +132,16 @@ def get_extract_input(wildcards):
 
 def get_extract_source(wildcards):
     """What `wqk extract` is given: the fetched or built folder, else the source itself."""
-    row = MODELS[wildcards.slug]
+    row = catalogue_row(wildcards.slug)
     return get_extract_input(wildcards) or row["source"]
 
 
 def get_tiny_model_type(wildcards):
-    return MODELS[wildcards.slug]["source"].removeprefix("tiny:")
+    return catalogue_row(wildcards.slug)["source"].removeprefix("tiny:")
 
 
 def get_revision(wildcards):
-    return MODELS[wildcards.slug]["revision"]
-
-
-def get_all_scores(wildcards=None):
-    return expand("results/scores/{slug}.parquet", slug=SLUGS)
+    return catalogue_row(wildcards.slug)["revision"]
 
 
 def get_all_null(wildcards=None):
@@ -197,45 +167,16 @@ def get_training_dones(wildcards=None):
 
 def get_train_settings(wildcards):
     """Every setting of one run as `wqk train` flags (a params: so changes rerun it)."""
-    run = RUNS[wildcards.run]
-    size = TRAINING["sizes"][run["size"]]
-    t = TRAINING
-    flags = [
-        f"--size {run['size']} --dataset {run['dataset']}",
-        f"--objective {run['objective']} --init {run['init']}",
-        f"--layers {size['layers']} --hidden {size['hidden']} --heads {size['heads']}",
-        f"--intermediate {size['intermediate']} --seq-len {t['seq_len']}",
-        f"--batch-size {t['batch_size']} --grad-accum {t['grad_accum']} --steps {t['steps']}",
-        f"--lr {t['lr']} --warmup {t['warmup']} --weight-decay {t['weight_decay']}",
-        f"--save-every {t['save_every']} --log-every {t['log_every']} --seed {run['seed']}",
-        f"--threads {t['threads']} --keep-checkpoints {t['keep_checkpoints']}",
-    ]
-    if t["fp16"]:
-        flags.append("--fp16")
-    if t["keep_matrices"]:
-        flags.append("--keep-matrices")
-    return " ".join(flags)
+    return training_grid.run_flags(TRAINING, RUNS[wildcards.run])
 
 
 def source_options(dataset):
     """Where `wqk corpus` and `wqk tokenizer` find a dataset that is not on the hub."""
-    if dataset == "jigsaw":
-        return f"--jigsaw-dir {TRAINING['jigsaw_dir']}"
-    if dataset == "red_pajama":
-        return f"--red-pajama-url {TRAINING['red_pajama_url']}"
-    return ""
-
-
-def token_budget():
-    """Tokens one run reads: steps x batch_size x grad_accum x seq_len. The token file of
-    a corpus holds at most that many (its first ones): a web snapshot is far larger."""
-    t = TRAINING
-    return t["steps"] * t["batch_size"] * t["grad_accum"] * t["seq_len"]
+    return training_grid.source_options(TRAINING, dataset)
 
 
 def get_corpus_options(wildcards):
-    options = f"--max-tokens {token_budget()} {source_options(wildcards.dataset)}"
-    return options.strip()
+    return training_grid.corpus_options(TRAINING, wildcards.dataset)
 
 
 def get_train_corpus(wildcards):
@@ -246,107 +187,172 @@ def get_train_tokenizer(wildcards):
     return tokenizer_dir(RUNS[wildcards.run]["dataset"])
 
 
-def heatmap_matrices(which):
-    """Matrices Parquet of the encoder or decoder model shown in the heatmap figure."""
-
-    def inner(wildcards):
-        name = config["figures"]["wqk_heatmaps"][which]
-        if name not in MODELS:
-            raise WorkflowError(
-                f"figures: wqk_heatmaps: {which}: '{name}' is not a slug of the catalogue {config['catalogue']}"
-            )
-        return f"results/matrices/{name}.parquet"
-
-    return inner
-
-
-def params_of(kind, name, **extra):
-    """`--param key=value ...` from the config section of one figure or table ('' if none)."""
-    params = dict(
-        config.get(kind, {}).get(name) or {}, **extra
-    )  # extra: None drops a key
-    pairs = " ".join(f"{k}={v}" for k, v in sorted(params.items()) if v is not None)
-    return f"--param {pairs}" if pairs else ""
-
-
 def score_flags():
-    """`wqk score` flags of config score.metrics and score.rotary_offsets; none for the
-    defaults ("default", null), which `wqk score` applies itself.
+    return metric_score_flags(
+        config["score"]["metrics"], config["score"]["rotary_offsets"]
+    )
+
+
+# ---------------------------------------------------------------- aggregates
+
+
+# Our scores, and the authors' method's (what validation proves causes with): one rule each.
+AGGREGATES = {
+    "aggregate": dict(scores="results/scores", null=get_all_null),
+    "aggregate_authors": dict(
+        scores="results/scores_authors", null=lambda wildcards: []
+    ),
+}
+
+
+def aggregate_null_flag(wildcards, input):
+    return f"--null-dir {os.path.dirname(input.null[0])}" if input.null else ""
+
+
+# ---------------------------------------------------------------- figures and tables (rules/products.smk)
+
+
+def package_file(name):
+    """A file of the package as an input path: relative to the working directory when the
+    workflow lives under it (a checkout), absolute otherwise (a module used from elsewhere).
     """
-    metrics = config["score"]["metrics"]
-    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
-    flags = []
-    if metrics != ["default"]:
-        flags.append(f"--metrics {','.join(metrics)}")
-    offsets = config["score"]["rotary_offsets"]
-    if offsets is not None:
-        flags.append(f"--rotary-offsets {','.join(str(int(d)) for d in offsets)}")
-    return " ".join(flags)
+    path = WORKFLOW_DIR / "wqk" / name
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
-def table_outputs(name):
-    return multiext(f"results/tables/{name}", ".csv", ".md", ".tex")
+def product_inputs(product):
+    """Data inputs by key, and `code`: asked when the DAG needs the rule, not at parse time."""
+
+    def inputs(wildcards):
+        try:
+            data = product.data(PLAN)
+        except WqkError as e:
+            raise WorkflowError(str(e)) from None
+        return {**data, "code": [package_file(f) for f in product.code()]}
+
+    return inputs
 
 
-def module(kind, name):
-    """The figure/table module, an input so that editing it reruns only that rule."""
-    return f"workflow/wqk/{kind}/{name}.py"
+def product_outputs(product):
+    """The files of one entry by extension; the PNG or the HTML table is shown in the report."""
+    paths = {Path(p).suffix[1:]: p for p in product.outputs()}
+    shown = "png" if product.kind == "figure" else "html"
+    paths[shown] = report(
+        paths[shown],
+        caption=f"../report/{product.caption}",
+        category=product.category,
+        subcategory=product.title,
+        labels=product.labels(),
+    )
+    return paths
+
+
+def product_in_flags(product):
+    return lambda wildcards, input: " ".join(
+        f"{key}={input[key]}" for key in product.data(PLAN)
+    )
+
+
+def product_param_flags(product):
+    return lambda wildcards: product.param_flags(PLAN, wildcards.get(product.per, ""))
 
 
 # ---------------------------------------------------------------- targets
 
 
-def scores_vs_params_groups():
-    groups = config["figures"]["scores_vs_params"]["groups"]
-    return [g for g in groups if figure_groups(g)]
+def plan():
+    """What decides which figures and tables this run makes (wqk.registry.Plan)."""
+    return Plan(
+        config=config,
+        groups=frozenset(g for row in CATALOGUE for g in row["figure"].split(",") if g),
+        datasets=tuple(sorted({run["dataset"] for run in RUNS.values()})),
+        slugs=frozenset(SLUGS),
+    )
 
 
-def training_datasets():
-    return sorted({run["dataset"] for run in RUNS.values()})
-
-
-def get_figures():
-    figs = ["wqk_heatmaps"] if "wqk_heatmaps" in config["figures"] else []
-    figs += [f"scores_vs_params_{g}" for g in scores_vs_params_groups()]
-    if figure_groups("encdec"):
-        figs.append("encdec_stacks")
-    figs += ["head_distributions", "depth_profile"]
-    figs += [
-        "spectral_signatures",
-        "rotary_symmetry",
-    ]  # beyond the paper: score.metrics
-    if RUNS:
-        figs += [f"training_scores_{d}" for d in training_datasets()]
-        figs += [f"training_layers_{d}" for d in training_datasets()]
-        figs.append("training_loss")
-    return figs
-
-
-def get_tables():
-    tables = ["scores_all", "robustness"]
-    if figure_groups("language"):
-        tables.append("scores_language")
-    if config["activate"]["validation"]:
-        tables += ["paper_comparison", "errata"]
-    if RUNS and {"default", "symmetric"} <= set(TRAINING["inits"]):
-        tables.append("symmetric_init")
-    if RUNS and config["activate"]["validation"]:
-        tables.append("training_comparison")
-    return tables
+PLAN = plan()
 
 
 def get_final_output():
-    targets = ["results/aggregate/models.parquet"]
-    if config["activate"]["figures"]:
-        targets += expand(
-            "figures/{name}.{ext}", name=get_figures(), ext=["pdf", "png"]
-        )
-    if config["activate"]["tables"]:
-        targets += expand(
-            "results/tables/{name}.{ext}", name=get_tables(), ext=["csv", "md", "tex"]
-        )
+    targets = ["results/aggregate/models.parquet", *registry_targets(PLAN)]
+    targets += get_explorer_output()  # rules/release.smk
     if config["activate"]["validation"]:
         targets.append("results/validation/paper_comparison.csv")
     if RUNS:
         targets.append("results/training/summary.csv")
     return targets
+
+
+# ---------------------------------------------------------------- explorer and release (rules/release.smk)
+
+from wqk import code_graph  # noqa: E402
+from wqk.explorer import code_files as explorer_assets  # noqa: E402
+from wqk.release import write_config as write_release_config  # noqa: E402
+from wqk.release import redistributable  # noqa: E402
+from wqk.version import __version__ as WQK_VERSION  # noqa: E402
+
+EXPLORER = "results/explorer"
+# Named after the catalogue: config/catalogue/paper.tsv -> release/wqk-paper-0.1.0
+RELEASE_NAME = f"wqk-{Path(config['catalogue']).stem}"
+RELEASE = f"release/{RELEASE_NAME}-{WQK_VERSION}"
+# The checkout's (or the deployed clone's) own files: the software's citation and the lock.
+REPO_FILES = {
+    "citation": WORKFLOW_DIR.parent / "CITATION.cff",
+    "lock": WORKFLOW_DIR.parent / "requirements.lock",
+}
+
+
+def get_explorer_output(wildcards=None):
+    """The explorer's targets, for the default target list."""
+    return [EXPLORER]
+
+
+def get_explorer_code(wildcards=None):
+    """The package files the explorer runs, and its page's own files: editing them remakes it."""
+    entries = ["wqk.explorer", "wqk.commands.explorer", "wqk.cli"]
+    return [package_file(f) for f in code_graph.files(entries) + explorer_assets()]
+
+
+def get_release_input(wildcards=None):
+    products = registry_targets(PLAN)
+    licensed = [s for s, row in MODELS.items() if redistributable(row.get("licence"))]
+    validation = config["activate"]["validation"]
+    return {
+        "aggregate": expand(
+            "results/aggregate/{name}",
+            name=[
+                "models.parquet",
+                "models.csv",
+                "groups.parquet",
+                "groups.csv",
+                "layers.parquet",
+                "heads.parquet",
+            ],
+        ),
+        "catalogue": "results/catalogue.tsv",
+        "scores": expand("results/scores/{slug}.parquet", slug=SLUGS),
+        "null": get_all_null(),
+        "matrices": expand("results/matrices/{slug}.parquet", slug=licensed),
+        "validation": (
+            ["results/validation/paper_comparison.csv"] if validation else []
+        ),
+        "tables": [p for p in products if p.startswith("results/tables/")],
+        "figures": [p for p in products if p.startswith("figures/")],
+        "config": "results/release/config.yaml",
+        **{key: str(path) for key, path in REPO_FILES.items()},
+    }
+
+
+def release_folder_flags(wildcards, input):
+    """The folders of the per-model files (a command line that does not grow with the catalogue)."""
+    flags = [
+        f"--aggregate-dir {os.path.dirname(input.aggregate[0])}",
+        f"--scores-dir {os.path.dirname(input.scores[0])}",
+        "--matrices-dir results/matrices",
+    ]
+    if input.null:
+        flags.append(f"--null-dir {os.path.dirname(input.null[0])}")
+    return " ".join(flags)

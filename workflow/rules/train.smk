@@ -68,7 +68,9 @@ rule tokenizer_pretrained:
 
 rule train:
     """One run, scored at every saved step in the same process (same bytes as `wqk score`
-    on that step's checkpoint); a rerun resumes from the last checkpoint.
+    on that step's checkpoint); a rerun resumes from the last checkpoint. Its settings (every
+    option of `wqk train` the workflow gives: wqk.training.spec) are flags, a params: entry,
+    so that changing one reruns it.
 
     Declared: done.json and the scores of every saved step, copied from the run folder when
     the run is complete. Snakemake deletes the declared outputs of a failed job; what
@@ -96,10 +98,10 @@ rule train:
         out=subpath(output.done, parent=True),
         scores=lambda wc: f"results/training/scores/{wc.run}",
         settings=get_train_settings,
-        device=config["score"]["device"],
+        score_device=config["score"]["device"],
     shell:
         "wqk train --corpus {input.corpus} --tokenizer {input.tokenizer} {params.settings}"
-        " --score-device {params.device} --out {params.out} --scores-out {params.scores}"
+        " --score-device {params.score_device} --out {params.out} --scores-out {params.scores}"
         " > {log} 2>&1"
 
 
@@ -116,7 +118,7 @@ rule train_summary:
         "logs/training/summary.log",
     localrule: True
     conda:
-        "../envs/wqk.yaml"
+        "../envs/analysis.yaml"
     params:
         runs=lambda wc, input: [os.path.dirname(p) for p in input.dones],
         # one folder per run, not one name per step: the paper's 3,600 file names would

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "requirements.lock"
-EXTRAS = ("workflow", "paper", "test")
+EXTRAS = ("models", "workflow", "paper", "test")
 PYTHON = "3.11"
 PLATFORM = "x86_64-manylinux_2_28"
 COMMAND = "python workflow/scripts/lock_requirements.py"
@@ -62,6 +63,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         constraint, out = Path(tmp) / "torch.txt", Path(tmp) / "requirements.lock"
         constraint.write_text(torch + "\n")
+        if LOCK.exists():  # uv keeps the versions of an existing output file: a re-lock moves only what changed
+            shutil.copy(LOCK, out)
         cmd = [
             sys.executable, "-m", "uv", "pip", "compile", "pyproject.toml", "--quiet",
             *(a for e in EXTRAS for a in ("--extra", e)),

@@ -29,7 +29,7 @@ SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "catalogue.schem
 NO_OBJECTIVE = {"empty", "none", "-", "n/a"}  # spellings of "no such stack"
 # optional columns kept in the rows only where the file has them, so that a catalogue without
 # them loads (and is written to results/catalogue.tsv) exactly as before they existed
-ONLY_IF_GIVEN = {"model_type"}
+ONLY_IF_GIVEN = {"model_type", "licence"}
 
 
 class CatalogueError(WqkError):

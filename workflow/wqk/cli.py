@@ -29,6 +29,7 @@ COMMANDS = {
     "tiny": ("wqk.commands.tiny", "build a tiny random model of a model_type (safetensors)"),
     "fetch": ("wqk.commands.fetch", "download only what extraction needs into the cache"),
     "pin": ("wqk.commands.pin", "pin a catalogue's hub revisions to commit shas, in place"),
+    "catalogue": ("wqk.commands.catalogue", "a catalogue of the hub's models, from its listing"),
     "null": ("wqk.commands.null", "scores of random Gaussian Q, K with a model's shapes"),
     "aggregate": ("wqk.commands.aggregate", "scores of many models -> per-model statistics"),
     "figure": ("wqk.commands.figure", "render one figure from the aggregates"),
@@ -38,6 +39,8 @@ COMMANDS = {
     "tokenizer": ("wqk.commands.tokenizer", "train or fetch the training tokenizer"),
     "train": ("wqk.commands.train", "train a BERT-style encoder or decoder from scratch"),
     "train-summary": ("wqk.commands.train_summary", "scores and losses of training runs -> summary"),
+    "explorer": ("wqk.commands.explorer", "the aggregates -> an interactive page of every head (no network)"),
+    "release": ("wqk.commands.release", "a run's results -> a citable dataset bundle (card, Croissant, SHA256SUMS)"),
 }
 
 

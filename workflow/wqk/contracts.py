@@ -95,6 +95,18 @@ MATRICES_SCHEMA = pa.schema(
 )
 
 
+def check_format(schema: pa.Schema, path) -> None:
+    """A matrices Parquet (MATRICES_SCHEMA), or a WqkError naming the way to write one."""
+    from .errors import WqkError
+
+    if {"factor", "weight", "dtype"} <= set(schema.names):
+        return
+    raise WqkError(
+        f"{path} is not a matrices Parquet (no factor/weight/dtype columns): "
+        "write it with `wqk extract` or `wqk score SOURCE --matrices-out`"
+    )
+
+
 def quartiles(values) -> tuple[float, float, float]:
     """(median, q25, q75) of the finite values, numpy linear interpolation (as in the
     authors' notebooks); NaNs if there are none."""

@@ -3,6 +3,10 @@ the catalogue, aggregation and the workflow's rules, below everything that score
 
 import re
 
+# What `slug` gives, as a pattern (the workflow's {slug} wildcard): one pattern, not the
+# alternation of every slug, whose size every job's wildcard matching would pay for.
+SLUG_PATTERN = r"[a-z0-9._-]+"
+
 
 def slug(model_id: str) -> str:
     """Filesystem-safe name of a model id.

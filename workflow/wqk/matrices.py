@@ -38,7 +38,7 @@ import torch
 
 from .atomic import atomic_path
 from .blocks import AttentionBlock, Rope
-from .contracts import MATRICES_DTYPES, MATRICES_SCHEMA, ModelInfo
+from .contracts import MATRICES_DTYPES, MATRICES_SCHEMA, ModelInfo, check_format
 from .errors import WqkError
 
 DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
@@ -207,16 +207,6 @@ def write_matrices(info: ModelInfo, blocks: Iterable[AttentionBlock], out: Path)
         for block in blocks:
             w.write(info, block)
     return w.n
-
-
-def check_format(schema: pa.Schema, path) -> None:
-    names = set(schema.names)
-    if {"factor", "weight", "dtype"} <= names:
-        return
-    raise WqkError(
-        f"{path} is not a matrices Parquet (no factor/weight/dtype columns): "
-        "write it with `wqk extract` or `wqk score SOURCE --matrices-out`"
-    )
 
 
 def _unreadable(path, e: BaseException) -> WqkError:

@@ -71,6 +71,18 @@ def select(spec: str | Iterable[str] | None = None) -> tuple[str, ...]:
     return tuple(name for name in CATALOGUE if name in chosen)
 
 
+def score_flags(metrics: str | Iterable[str], rotary_offsets: Iterable[int] | None) -> str:
+    """`wqk score` flags of the config's score.metrics and score.rotary_offsets; none for the
+    defaults ("default", None), which `wqk score` applies itself."""
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    flags = []
+    if metrics != ["default"]:
+        flags.append(f"--metrics {','.join(metrics)}")
+    if rotary_offsets is not None:
+        flags.append(f"--rotary-offsets {','.join(str(int(d)) for d in rotary_offsets)}")
+    return " ".join(flags)
+
+
 _OFFSET = re.compile(r"(.*)_d(\d+)$")
 _NUMBERED = re.compile(r"(.*?)(\d+)")
 

@@ -31,6 +31,14 @@ def select_models(models: pd.DataFrame, modality: str | None = None, figure: str
 
 
 # ---------------------------------------------------------------- the paper's loss file
+def first_seed(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of runs repeated over seeds (training.comparison_seeds) reduced to the smallest
+    seed's, per size, objective, init and dataset; tables without a seed column as they are."""
+    if "seed" not in df.columns or df.empty:
+        return df
+    return df[df["seed"] == df.groupby(["size", "objective", "init", "dataset"])["seed"].transform("min")]
+
+
 PAPER_LOG_EVERY = 200
 
 

@@ -45,7 +45,8 @@ def run(args) -> int:
     out = check_writable(args.out)
     layers_out = check_writable(args.layers_out or out.with_name("layers.csv"), "--layers-out")
     losses_out = check_writable(args.losses_out or out.with_name("losses.csv"), "--losses-out")
-    resolve_device(args.device)  # checked before the work
+    if not args.scores:  # only scoring checkpoints here uses the device (and torch): checked before the work
+        resolve_device(args.device)
     summary, layers, losses = summarize(args.runs, args.scores, device=args.device)
     write_csv(layers, layers_out)
     write_csv(losses, losses_out)

@@ -1,8 +1,10 @@
 """Figures: one module per figure with `draw(data: dict[str, DataFrame], **params) -> Figure`.
 
 `save(fig, out_pdf)` writes OUT.pdf and OUT.png side by side with their metadata stripped,
-so a rerun gives byte-identical files. Figures are built on matplotlib.figure.Figure (no
-pyplot state), in the paper's look: 7 pt fonts, single (3.5 in) or double (7 in) column.
+so a rerun gives byte-identical files, once the figure passes the layout check (`_layout`:
+every text inside the canvas and clear of the others, the legend naming only what is
+drawn). Figures are built on matplotlib.figure.Figure (no pyplot state), in the paper's
+look: 7 pt fonts, single (3.5 in) or double (7 in) column.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from matplotlib.figure import Figure
 
 from ..atomic import atomic_path
 from ..contracts import OBJECTIVES
+from ..errors import WqkError
+from . import _layout
 
 logging.getLogger("fontTools").setLevel(logging.WARNING)  # font subsetting chatter on every PDF
 
@@ -71,6 +75,11 @@ def colour(objective: str) -> str:
     return COLOURS.get(objective, OTHER)
 
 
+def tint(colour_: str, amount: float = 0.5) -> tuple:
+    """colour_ mixed with white: a lighter line of the same hue."""
+    return tuple(v + (1 - v) * amount for v in matplotlib.colors.to_rgb(colour_))
+
+
 def label(objective: str, synthetic: bool = False) -> str:
     return f"{objective} (synthetic)" if synthetic else objective
 
@@ -104,6 +113,27 @@ def params_axis(ax, n_params=()) -> None:
     ax.set_xlabel("number of parameters")
 
 
+def legend_columns(labels: list[str], ncols: int, width: float = DOUBLE) -> int:
+    """The most columns, up to ncols, in which a figure legend of these labels (in the legend
+    font, line handles) fits a figure `width` inches wide: a one-row legend of long labels runs
+    past both edges. Text widths from the font's outlines: no drawing needed."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    with style():
+        rc = matplotlib.rcParams
+        size = FontProperties(size=rc["legend.fontsize"]).get_size_in_points()
+        font = FontProperties(size=size)
+        text = [TextToPath().get_text_width_height_descent(s, font, ismath=False)[0] for s in labels]
+        entry = (rc["legend.handlelength"] + rc["legend.handletextpad"]) * size
+        gap, pad = rc["legend.columnspacing"] * size, (rc["legend.borderpad"] + rc["legend.borderaxespad"]) * size
+    for n in range(max(1, min(ncols, len(labels))), 1, -1):
+        columns = [c for c in np.array_split(np.asarray(text), n) if len(c)]  # filled as Legend fills them
+        if sum(entry + c.max() for c in columns) + gap * (len(columns) - 1) + 2 * pad <= width * 72:
+            return n
+    return 1
+
+
 def output_paths(out: str | os.PathLike) -> list[Path]:
     """[OUT.pdf, OUT.png]: what `save` writes for out (any other suffix replaced)."""
     out_pdf = Path(out).with_suffix(".pdf")
@@ -111,12 +141,17 @@ def output_paths(out: str | os.PathLike) -> list[Path]:
 
 
 def save(fig: Figure, out_pdf: str | os.PathLike) -> tuple[Path, Path]:
-    """Write OUT.pdf and OUT.png (same stem), metadata stripped, atomically."""
+    """Write OUT.pdf and OUT.png (same stem), metadata stripped, atomically; a WqkError and
+    neither file when the PNG's draw fails the layout check (`_layout`)."""
     out_pdf, out_png = output_paths(out_pdf)
     out_pdf.parent.mkdir(parents=True, exist_ok=True)
     meta_pdf = {"Creator": None, "Producer": None, "CreationDate": None, "ModDate": None}
-    with style():
-        for out, fmt, meta in ((out_pdf, "pdf", meta_pdf), (out_png, "png", {"Software": None})):
-            with atomic_path(out) as tmp:
-                fig.savefig(tmp, format=fmt, metadata=meta, dpi=DPI)
+    with style(), atomic_path(out_pdf) as tmp_pdf, atomic_path(out_png) as tmp_png:
+        fig.savefig(tmp_pdf, format="pdf", metadata=meta_pdf, dpi=DPI)
+        with _layout.on_draw(fig) as problems:
+            fig.savefig(tmp_png, format="png", metadata={"Software": None}, dpi=DPI)
+        if problems:
+            raise WqkError(
+                f"figure {out_pdf.stem} is not readable (fix its module, wqk.figures):\n  " + "\n  ".join(problems)
+            )
     return out_pdf, out_png

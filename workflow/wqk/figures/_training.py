@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..errors import WqkError
-from ..training.summary import first_seed
+from ..report_data import first_seed
 
 NAMES = {
     "bidirectional": "encoder (bidirectional)",

@@ -121,7 +121,7 @@ def panel(ax, df: pd.DataFrame, metric: str, groups: list[str], min_box: int) ->
     return True
 
 
-def legend_handles(df: pd.DataFrame, groups: list[str]) -> list:
+def legend_handles(df: pd.DataFrame, groups: list[str], null: bool = True) -> list:
     handles = [Patch(facecolor=group_colour(g), edgecolor=group_colour(g), label=g) for g in groups]
     present = [m for m in MODALITIES if m in set(df["modality"])]
     present += sorted(set(df["modality"]) - set(MODALITIES))
@@ -130,7 +130,8 @@ def legend_handles(df: pd.DataFrame, groups: list[str]) -> list:
     ]
     if df["synthetic"].astype(bool).any():
         handles.append(Line2D([], [], ls="", marker="o", color=OTHER, mfc="none", ms=3.2, label="synthetic (hollow)"))
-    handles.append(Line2D([], [], color=NULL_COLOUR, ls="--", lw=0.8, label="null (random Q, K)"))
+    if null:  # a run without the null reference draws no null line
+        handles.append(Line2D([], [], color=NULL_COLOUR, ls="--", lw=0.8, label="null (random Q, K)"))
     return handles
 
 
@@ -146,7 +147,7 @@ def draw(
     with style():
         fig, axes = new_figure(width, height, nrows=2, ncols=3)
         flat = list(axes.flat)
-        drawn = False
+        drawn = null = False
         for ax, metric in zip(flat, METRICS):
             if not groups:
                 ax.set_title(METRICS[metric][0])
@@ -155,11 +156,13 @@ def draw(
                 no_data(ax, "no models")
                 ax.set_xticks([])
                 continue
-            drawn = panel(ax, df, metric, groups, int(min_box)) or drawn
+            shown = panel(ax, df, metric, groups, int(min_box))
+            drawn = shown or drawn
+            null = null or (shown and np.isfinite(null_level(df, metric)))
         key = flat[-1]
         key.axis("off")
         if drawn:
-            key.legend(handles=legend_handles(df, groups), loc="center", title="per-model median over heads")
+            key.legend(handles=legend_handles(df, groups, null), loc="center", title="per-model median over heads")
         else:
             key.text(0.5, 0.5, "no spectra in this run", ha="center", va="center", color="0.35")
     return fig

@@ -1,9 +1,10 @@
 """Loss curves with and without symmetric initialisation (W_q = W_k at step 0).
 
 data["losses"]: results/training/losses.csv, or the paper's wide symmetric_init_loss.csv.
-One panel per (size, dataset); default initialisation solid, symmetric dashed, in the
-objective's colour; one line per seed (training.comparison_seeds). Params objective (default bidirectional; "all" draws both), dataset,
-size (default all), log_y.
+One panel per (size, dataset); default initialisation solid in the objective's colour,
+symmetric dashed in a lighter tint of it, drawn after it (a curve equal to the default's
+stays visible); one line per seed (training.comparison_seeds). Params objective (default
+bidirectional; "all" draws both), dataset, size (default all), log_y.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import math
 
 from ..report_data import from_paper, load_losses
-from . import DOUBLE, colour, new_figure, no_data, style
+from . import DOUBLE, colour, new_figure, no_data, style, tint
 from ._training import NAMES
 
 load = load_losses  # `wqk figure` reads the inputs through it
@@ -48,10 +49,13 @@ def draw(
             ax.set_ylabel("training loss")
             if log_y:
                 ax.set_yscale("log")
+            else:
+                ax.ticklabel_format(axis="y", useOffset=False)  # an offset text ran into the titles
             if g.empty:
                 no_data(ax, "no runs")
             for obj in objectives:
                 for init, ls in (("default", "-"), ("symmetric", "--")):
+                    c = colour(obj) if init == "default" else tint(colour(obj))
                     gi = g[(g["init"] == init) & (g["objective"] == obj)]
                     seeds = gi.groupby("seed", sort=True) if "seed" in gi.columns else [(0, gi)]
                     for n, (_, gs) in enumerate(seeds):
@@ -59,7 +63,7 @@ def draw(
                         ax.plot(
                             gs["step"],
                             gs["loss"],
-                            color=colour(obj),
+                            color=c,
                             ls=ls,
                             lw=1.0 if n == 0 else 0.6,
                             label=f"{NAMES.get(obj, obj)}, {init} init" if n == 0 else None,

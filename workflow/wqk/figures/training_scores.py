@@ -12,7 +12,7 @@ dotted line, its steps scaled to our run's length (the paper trained 200,000 ste
 from __future__ import annotations
 
 from ..report_data import load_csv, paper_runs
-from . import DOUBLE, OBJECTIVE_ORDER, colour, new_figure, no_data, score_axis, style
+from . import DOUBLE, OBJECTIVE_ORDER, colour, legend_columns, new_figure, no_data, score_axis, style
 from ._training import NAMES, select, title
 
 METRICS = ("symmetry", "directionality")
@@ -61,8 +61,9 @@ def draw(data: dict, dataset=None, init="default", size=None, width=DOUBLE, heig
                                 lw=0.8, label=f"paper, {name} (steps scaled)")  # fmt: skip
         handles, labels = axes[0][0].get_legend_handles_labels()
         if handles:
-            # the paper's overlaid curves double the entries and lengthen them: two columns then fit
-            fig.legend(handles, labels, loc="outside lower center", ncols=2 if len(handles) > 4 else len(handles))
+            # the paper's overlaid curves double the entries and lengthen them: fewer columns then
+            ncols = legend_columns(labels, 2 if len(handles) > 4 else len(handles), width)
+            fig.legend(handles, labels, loc="outside lower center", ncols=ncols)
     return fig
 
 

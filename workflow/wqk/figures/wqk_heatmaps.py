@@ -23,11 +23,12 @@ FRAME_COLUMNS = ["model", "synthetic", "stack", "layer", "head", "kv_head", "n_h
 def load(key: str, path, layer: int = 1, **params) -> pd.DataFrame:
     """The layer shown, one row per query head with its Q_h and its key head's K_h
     (flattened [d, head_dim], float32). Reads only that layer's row group: the file holds
-    every layer, each key head once (wqk.matrices)."""
+    every layer, each key head once (wqk.matrices). Decoded with numpy, not wqk.matrices:
+    figures run in the light env, without torch."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..matrices import check_format, table_blocks
+    from ..contracts import check_format
 
     stack = params.get(f"{key}_stack", key)
     pf = pq.ParquetFile(path)
@@ -39,17 +40,34 @@ def load(key: str, path, layer: int = 1, **params) -> pd.DataFrame:
         return pd.DataFrame(columns=FRAME_COLUMNS)
     chosen = int(layer) if int(layer) in layers else max(layers)
     table = pa.concat_tables([pf.read_row_group(i) for i, keys in enumerate(index) if (stack, chosen) in keys])
+    heads = [r for r in table.to_pylist() if (r["stack"], r["layer"]) == (stack, chosen)]
+    keys = {r["head"]: factor(r, path) for r in heads if r["factor"] == "k"}
     rows = []
-    for info, blk in table_blocks(table, path):
-        if (blk.stack, blk.layer) != (stack, chosen):
-            continue
-        q, k = blk.q.float().numpy(), blk.k.float().numpy()
-        shape = dict(n_heads=q.shape[0], n_kv_heads=k.shape[0], d_q=q.shape[1], d_k=k.shape[1], head_dim=q.shape[2])
-        for h in range(blk.n_heads):
-            kv = blk.kv_head(h)
-            rows.append(dict(model=info.model, synthetic=info.synthetic, stack=stack, layer=chosen, head=h,
-                             kv_head=kv, **shape, q=q[h].reshape(-1), k=k[kv].reshape(-1)))  # fmt: skip
+    for r in sorted((r for r in heads if r["factor"] == "q"), key=lambda r: r["head"]):
+        shape = {c: r[c] for c in ("n_heads", "n_kv_heads", "d_q", "d_k", "head_dim")}
+        rows.append(dict(model=r["model"], synthetic=r["synthetic"], stack=stack, layer=chosen, head=r["head"],
+                         kv_head=r["kv_head"], **shape, q=factor(r, path).reshape(-1),
+                         k=keys[r["kv_head"]].reshape(-1)))  # fmt: skip
     return pd.DataFrame(rows, columns=FRAME_COLUMNS)
+
+
+def factor(row: dict, path) -> np.ndarray:
+    """One head's Q_h or K_h, [d, head_dim] float32, from its row of a matrices file (the
+    head's rows of W_q or W_k, head_dim x d, little-endian, in the row's dtype)."""
+    from ..errors import WqkError
+
+    d = row["d_q"] if row["factor"] == "q" else row["d_k"]
+    width = {"float32": 4, "float16": 2, "bfloat16": 2}.get(row["dtype"])
+    if width is None or len(row["weight"]) != row["head_dim"] * d * width:
+        raise WqkError(
+            f"{path}: {row['stack']} layer {row['layer']}: {row['factor']} head {row['head']} is not "
+            f"head_dim x d = {row['head_dim']} x {d} values of float32, float16 or bfloat16"
+        )
+    if row["dtype"] == "bfloat16":  # the upper half of a float32: exact
+        values = (np.frombuffer(row["weight"], "<u2").astype("<u4") << 16).view("<f4")
+    else:
+        values = np.frombuffer(row["weight"], "<f4" if width == 4 else "<f2").astype(np.float32)
+    return values.reshape(row["head_dim"], d).T
 
 
 def block(matrices: pd.DataFrame, stack: str, layer: int, size: int) -> tuple[np.ndarray, int]:

@@ -1,12 +1,14 @@
 """Tables: one module per table with `build(data: dict[str, DataFrame], **params) -> DataFrame`.
 
 `write(df, stem)` writes the same DataFrame as STEM.csv (full precision), STEM.md (pipe
-table) and STEM.tex (booktabs tabular), with small formatters of our own so that the
-output does not depend on optional packages (tabulate, jinja2) or their versions.
+table), STEM.tex (booktabs tabular) and STEM.html (the table a report shows), with small
+formatters of our own so that the output does not depend on optional packages (tabulate,
+jinja2) or their versions.
 """
 
 from __future__ import annotations
 
+import html
 import math
 import os
 from numbers import Integral, Real
@@ -17,6 +19,7 @@ import pandas as pd
 
 from ..atomic import write_text
 
+SUFFIXES = (".csv", ".md", ".tex", ".html")
 LATEX_SPECIAL = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
     "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
@@ -87,20 +90,42 @@ def to_latex(df: pd.DataFrame, caption: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def to_html(df: pd.DataFrame, caption: str | None = None) -> str:
+    """A standalone page holding the table (numbers right-aligned), as the report shows it."""
+    right = ' style="text-align:right"'
+
+    def row(cells, tag):
+        return "<tr>" + "".join(f"<{tag}{a}>{html.escape(c)}</{tag}>" for a, c in cells) + "</tr>"
+
+    align = [right if _numeric(df[c]) else "" for c in df.columns]
+    lines = [
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><style>',
+        "table{border-collapse:collapse;font:13px sans-serif}th,td{padding:2px 8px;border-bottom:1px solid #ddd}",
+        "</style></head><body><table>",
+    ]
+    if caption:
+        lines.append(f"<caption>{html.escape(caption)}</caption>")
+    lines.append(row(zip(align, map(str, df.columns)), "th"))
+    lines += [row(zip(align, map(cell, r)), "td") for r in df.itertuples(index=False)]
+    lines.append("</table></body></html>")
+    return "\n".join(lines) + "\n"
+
+
 def output_paths(stem: str | os.PathLike) -> list[Path]:
-    """[STEM.csv, STEM.md, STEM.tex]: what `write` writes (a .csv, .md or .tex suffix of stem
-    is dropped, any other kept)."""
+    """[STEM.csv, STEM.md, STEM.tex, STEM.html]: what `write` writes (one of these suffixes of
+    stem is dropped, any other kept)."""
     stem = Path(stem)
-    if stem.suffix in (".csv", ".md", ".tex"):
+    if stem.suffix in SUFFIXES:
         stem = stem.with_suffix("")
-    return [stem.with_name(stem.name + ext) for ext in (".csv", ".md", ".tex")]
+    return [stem.with_name(stem.name + ext) for ext in SUFFIXES]
 
 
 def write(df: pd.DataFrame, stem: str | os.PathLike, caption: str | None = None) -> list[Path]:
-    """STEM.csv, STEM.md, STEM.tex from one DataFrame (any suffix of stem is dropped)."""
+    """STEM.csv, STEM.md, STEM.tex, STEM.html from one DataFrame (a suffix of those is dropped)."""
     paths = output_paths(stem)
     write_text(paths[0], df.to_csv(index=False, float_format="%.6g", lineterminator="\n"))
     md = (f"{caption}\n\n" if caption else "") + to_markdown(df)
     write_text(paths[1], md)
     write_text(paths[2], to_latex(df, caption))
+    write_text(paths[3], to_html(df, caption))
     return paths

@@ -16,8 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..report_data import OBJECTIVES, load_csv, paper_runs
-from ..training.summary import first_seed
+from ..report_data import OBJECTIVES, first_seed, load_csv, paper_runs
 
 CAPTION = (
     "Training runs against the paper's (training_curves.csv): final median scores of encoder and "

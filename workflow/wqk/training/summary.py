@@ -30,14 +30,6 @@ META = ["run", "size", "objective", "init", "dataset", "seed"]
 _WHERE = re.compile(r"(?:^|/)(?P<run>[^/]+)/(?:checkpoints/)?step-(?P<step>\d+)")
 
 
-def first_seed(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows of runs repeated over seeds (training.comparison_seeds) reduced to the smallest
-    seed's, per size, objective, init and dataset; tables without a seed column as they are."""
-    if "seed" not in df.columns or df.empty:
-        return df
-    return df[df["seed"] == df.groupby(["size", "objective", "init", "dataset"])["seed"].transform("min")]
-
-
 def run_meta(run_dir: str | os.PathLike) -> dict:
     path = Path(run_dir) / "run.json"
     if not path.is_file():
