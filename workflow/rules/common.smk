@@ -312,8 +312,8 @@ def get_explorer_output(wildcards=None):
 
 def get_explorer_code(wildcards=None):
     """The package files the explorer runs, and its page's own files: editing them remakes it."""
-    entries = ["wqk.explorer", "wqk.commands.explorer", "wqk.cli"]
-    return [package_file(f) for f in code_graph.files(entries) + explorer_assets()]
+    code = code_graph.command_files("wqk.explorer", "explorer")
+    return [package_file(f) for f in code + explorer_assets()]
 
 
 def get_release_input(wildcards=None):

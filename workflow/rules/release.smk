@@ -12,7 +12,7 @@ rule explorer:
         layers="results/aggregate/layers.parquet",
         heads="results/aggregate/heads.parquet",
         null=get_all_null,
-        code=get_explorer_code(),
+        code=get_explorer_code,  # asked when the DAG needs the rule, not at parse time
     output:
         report(
             directory(EXPLORER),

@@ -120,6 +120,12 @@ def files(entries: list[str], package: Path = PACKAGE) -> list[str]:
     return sorted(mods[m][0].relative_to(package).as_posix() for m in runs(entries, package))
 
 
+def command_files(module: str, command: str, package: Path = PACKAGE) -> list[str]:
+    """The files `wqk COMMAND` may run when it renders `module` (wqk.figures.depth_profile, say):
+    the module's, the command's and the `wqk` entry point's, with what they import."""
+    return files([module, f"wqk.commands.{command}", "wqk.cli"], package)
+
+
 @lru_cache(maxsize=4)
 def _cached_graphs(package: Path):
     return graphs(package)

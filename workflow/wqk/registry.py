@@ -87,8 +87,7 @@ class Product:
 
     def code(self, package=code_graph.PACKAGE) -> list[str]:
         """Files of the package (relative to its folder) that rendering this entry may run."""
-        entries = [f"wqk.{self.kind}s.{self.name}", f"wqk.commands.{self.kind}", "wqk.cli"]
-        return code_graph.files(entries, package)
+        return code_graph.command_files(f"wqk.{self.kind}s.{self.name}", self.kind, package)
 
     @property
     def caption(self) -> str:
