@@ -18,9 +18,9 @@ import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
+from ..contracts import OBJECTIVES
 from ..errors import WqkError
 
-OBJECTIVES = ("bidirectional", "autoregressive")
 INITS = ("default", "symmetric")
 DEVICES = ("auto", "cpu", "cuda")
 
