@@ -250,10 +250,9 @@ def product_outputs(product):
     return paths
 
 
-def product_in_flags(product):
-    return lambda wildcards, input: " ".join(
-        f"{key}={input[key]}" for key in product.data(PLAN)
-    )
+def product_in_flags(wildcards, input):
+    """`--in key=path ...`: the data inputs, every named input but the code."""
+    return " ".join(f"{key}={path}" for key, path in input.items() if key != "code")
 
 
 def product_param_flags(product):

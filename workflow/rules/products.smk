@@ -22,7 +22,7 @@ for entry in PRODUCTS:
             # the command's words as params: a shell: string is formatted when the job
             # runs, after this loop has moved on to its last entry
             command=f"wqk {entry.kind} {entry.name}",
-            inputs=product_in_flags(entry),
+            inputs=product_in_flags,
             opts=product_param_flags(entry),
             out=lambda wildcards, output: output[0],  # the PDF, or the CSV
         shell:
