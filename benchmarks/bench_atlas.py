@@ -1,13 +1,15 @@
 """The workflow at the size of the hub atlas: a synthetic catalogue of --models hub models.
 
-    python benchmarks/bench_atlas.py [--models 10000] [--workdir /tmp/wqk-atlas]
+    python benchmarks/bench_atlas.py [--models 10000] [--workdir /tmp/wqk-atlas] [--steps plan,aggregate,figures]
 
 Measures, against the goals of the atlas (plan < 2 min; aggregate < 1 min and < 2 GB):
 plan:       `snakemake -n` of the paper config with that catalogue (training and validation off),
             in a fresh copy of the workflow, and the longest shell command it would run;
 aggregate:  `wqk aggregate --scores-dir` over one scores file per model (copies of a real
             scores file, MiniLM-L6's 6 x 12 heads, one model id each), wall time and peak RSS;
-figures:    the render time of every figure drawn from that aggregate.
+figures:    the render time of every figure drawn from that aggregate (above
+            wqk.figures._density.MAX_MARKERS points a panel: densities, with every PAPER_EVERY-th
+            model marked as one of the paper's, catalogue paper_stacks).
 Nothing is fetched: planning needs no network, and the scores files are made here.
 """
 
@@ -31,6 +33,8 @@ BIN = Path(sys.executable).parent
 HEADER = ("slug", "model_id", "source", "revision", "family", "modality", "n_params", "figure", "synthetic",
           "objective_encoder", "objective_decoder", "objective_cross", "paper_stacks", "notes")  # fmt: skip
 GOALS = {"plan": 120.0, "aggregate": 60.0, "aggregate_gb": 2.0}
+PAPER_EVERY = 70  # ~143 of 10,000 models marked as the paper's (it plotted 141)
+STEPS = ("plan", "aggregate", "figures")
 
 
 def model_ids(n: int) -> list[str]:
@@ -41,7 +45,10 @@ def write_catalogue(path: Path, ids: list[str]) -> None:
     lines = ["\t".join(HEADER)]
     for i, m in enumerate(ids):
         sha = hashlib.sha1(m.encode()).hexdigest()
-        lines.append(f"\t{m}\t{m}\t{sha}\tAtlas\ttext\t{22_000_000 + 1000 * i}\tlanguage\tFalse\tbidirectional\t\t\t\t")
+        paper = "" if i % PAPER_EVERY else "encoder"
+        lines.append(
+            f"\t{m}\t{m}\t{sha}\tAtlas\ttext\t{22_000_000 + 1000 * i}\tlanguage\tFalse\tbidirectional\t\t\t{paper}\t"
+        )
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -96,7 +103,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", type=int, default=10_000)
     p.add_argument("--workdir", type=Path, default=Path("/tmp/wqk-atlas"))
+    p.add_argument("--steps", default=",".join(STEPS), help="comma-separated, of: %(default)s (figures alone "
+                   "draws from the workdir's aggregate of the same --models)")  # fmt: skip
     a = p.parse_args(argv)
+    steps = set(a.steps.split(","))
+    if steps - set(STEPS):
+        p.error(f"--steps: unknown {sorted(steps - set(STEPS))}; choose from {', '.join(STEPS)}")
     work = a.workdir.resolve()
     work.mkdir(parents=True, exist_ok=True)
     ids = model_ids(a.models)
@@ -104,18 +116,24 @@ def main(argv=None) -> int:
     write_catalogue(catalogue, ids)
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
 
-    wall, n_commands, longest = plan(work, catalogue)
-    print(f"plan       {a.models} models: {wall:6.1f} s (goal < {GOALS['plan']:.0f} s), "
-          f"{n_commands} commands, the longest {longest} bytes")  # fmt: skip
+    if "plan" in steps:
+        wall, n_commands, longest = plan(work, catalogue)
+        print(f"plan       {a.models} models: {wall:6.1f} s (goal < {GOALS['plan']:.0f} s), "
+              f"{n_commands} commands, the longest {longest} bytes")  # fmt: skip
 
-    folder, _ = scores_files(work, ids)
-    out = work / "aggregate"
-    cmd = [str(BIN / "wqk"), "aggregate", "--scores-dir", str(folder), "--catalogue", str(catalogue),
-           "--out-dir", str(out)]  # fmt: skip
-    wall, gb, _ = run(cmd, work, env)
-    print(
-        f"aggregate  {wall:6.1f} s (goal < {GOALS['aggregate']:.0f} s), peak RSS {gb:.2f} GB (goal < {GOALS['aggregate_gb']:.0f} GB)"
-    )
+    out = work / f"aggregate-{a.models}"
+    if "aggregate" in steps:
+        folder, _ = scores_files(work, ids)
+        cmd = [str(BIN / "wqk"), "aggregate", "--scores-dir", str(folder), "--catalogue", str(catalogue),
+               "--out-dir", str(out)]  # fmt: skip
+        wall, gb, _ = run(cmd, work, env)
+        print(
+            f"aggregate  {wall:6.1f} s (goal < {GOALS['aggregate']:.0f} s), peak RSS {gb:.2f} GB (goal < {GOALS['aggregate_gb']:.0f} GB)"
+        )
+    if "figures" not in steps:
+        return 0
+    if not (out / "models.parquet").is_file():
+        sys.exit(f"no aggregate of {a.models} models in {work}: run with --steps aggregate,figures first")
 
     figures = {
         "scores_vs_params": ["--in", f"models={out / 'models.parquet'}", "--param", "modality=text", "figure=language"],

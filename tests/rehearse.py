@@ -93,7 +93,8 @@ def write_config(workdir: Path, hub, hub_root: Path, sample: bool) -> Path:
         rows = [r for r in paper_models() if r["model_id"] in keep]
         catalogue = workdir / "config" / "catalogue" / "rehearsal-sample.tsv"
         write_catalogue(rows, catalogue)
-        config["catalogue"] = str(catalogue.relative_to(workdir))
+        sweeps = [c for c in config["catalogue"] if not c.endswith("/paper.tsv")]  # kept whole: tiny
+        config["catalogue"] = [str(catalogue.relative_to(workdir)), *sweeps]
         config["training"]["sizes"] = {k: config["training"]["sizes"][k] for k in SAMPLE_SIZES}
     out = workdir / "rehearsal-config.yaml"
     out.write_text(yaml.safe_dump(config, sort_keys=False))

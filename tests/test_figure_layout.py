@@ -226,10 +226,13 @@ RUNS = Path(__file__).parent / "figure_runs"  # snapshots by tests/figure_inputs
 
 
 TRAINING_FIGURES = {"training_loss", "training_scores", "training_layers"}
+SWEEP_FIGURES = {"sweep_dynamics"}  # the quick start sweeps no revisions
 
 
 @pytest.mark.parametrize(
-    "run,untrained", [("quickstart", TRAINING_FIGURES), ("rehearsal_sample", set())], ids=["quickstart", "rehearsal"]
+    "run,untrained",
+    [("quickstart", TRAINING_FIGURES | SWEEP_FIGURES), ("rehearsal_sample", set())],
+    ids=["quickstart", "rehearsal"],
 )
 def test_every_figure_of_a_run_passes_the_check(run, untrained, tmp_path):
     """Every figure of the quick start and of the rehearsal sample (`tests/rehearse.py

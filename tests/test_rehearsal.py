@@ -13,6 +13,7 @@ import pytest
 
 import rehearse
 from standin_hub import build, start
+from wqk.catalogue import load_catalogue
 
 pytestmark = pytest.mark.slow
 
@@ -59,9 +60,37 @@ def test_every_figure_and_table_of_the_paper_config(rehearsal):
     cmp = pd.read_csv(rehearsal["dirs"][0] / "results" / "validation" / "paper_comparison.csv")
     assert set(cmp["level"]) == {"model", "layer"}
     assert cmp.loc[cmp["level"] == "model", "authors"].notna().mean() > 0.9
+    swept = load_catalogue(rehearse.ROOT / "config" / "catalogue" / "sweeps.tsv")
     assert len(list((rehearsal["dirs"][0] / "results" / "scores_authors").glob("*.parquet"))) == len(
         rehearsal["models"]
-    )
+    ) + len(swept)
+
+
+def test_the_swept_model_is_drawn_along_training_from_its_own_branches(rehearsal):
+    """Each revision of the sweep (config/catalogue/sweeps.tsv) has the scores of the stand-in's
+    branch of that name, scored here directly from its folder; the table lists them in step order."""
+    import pandas as pd
+
+    import wqk
+    from standin_hub.sweep_repos import PYTHIA
+
+    run = rehearsal["dirs"][0]
+    swept = load_catalogue(rehearse.ROOT / "config" / "catalogue" / "sweeps.tsv")
+    table = pd.read_csv(run / "results" / "tables" / "sweep_scores.csv")
+    assert table["step"].tolist() == sorted(r["step"] for r in swept)
+    assert set(table["model"]) == {PYTHIA} and set(table["stack"]) == {"decoder"}
+    models = pd.read_parquet(run / "results" / "aggregate_sweeps" / "models.parquet").set_index("model")
+    population = pd.read_parquet(run / "results" / "aggregate" / "models.parquet")
+    assert not set(models.index) & set(population["model"])  # the sweep is not among the other models
+    hub_root = run.parent / "standin-hub"
+    for row in swept[:: len(swept) // 3]:
+        branch = hub_root / "branches" / "models" / PYTHIA / row["revision"]
+        direct = wqk.score(str(branch), progress=False)
+        layers = direct[(direct["scope"] == "layer") & (direct["stack"] == "decoder")]
+        for metric in ("symmetry", "directionality"):
+            assert models.loc[row["model_id"], f"{metric}_median"] == pytest.approx(layers[metric].median(), abs=1e-12)
+    for ext in ("pdf", "png"):
+        assert (run / "figures" / f"sweep_dynamics.{ext}").stat().st_size > 0
 
 
 def test_two_rehearsals_from_scratch_are_byte_identical(rehearsal):

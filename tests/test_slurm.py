@@ -15,8 +15,11 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
+
+from wqk.ids import slug
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -147,6 +150,10 @@ def slurm_args():
     ]  # fmt: skip
 
 
+def scontrol(env, *args):
+    return subprocess.run(["scontrol", *args], env=env, capture_output=True, text=True, check=True).stdout
+
+
 def test_profile_files_identical_and_valid():
     """config.yaml (older 9.x) and profile.yaml (9.19+) agree, and the plugin's own checks
     accept every rule's resources: GPUs as resources (--gpus=1), none via slurm_extra."""
@@ -171,6 +178,10 @@ def test_profile_files_identical_and_valid():
     default = profile["default-resources"]
     validate_slurm_extra(Job(default))
     assert set_gres_string(Job(default)) == ""
+    # scoring is batched (README.md, "On a SLURM cluster"): a batch may use one GPU at a time, and
+    # only a batch (gpu scoped local: the run as a whole is not limited to one GPU job)
+    assert profile["groups"] == {"score": "score_batch"} and batch_size() > 1
+    assert profile["resources"]["gpu"] == 1 and profile["set-resource-scopes"] == {"gpu": "local"}
     for rule in ("score", "train"):
         job = Job({**default, **profile["set-resources"][rule]})
         validate_slurm_extra(job)
@@ -186,18 +197,13 @@ def test_slurm_runs_gpu_rule(slurm, tmp_path):
         text = (tmp_path / f"results/{rule}.txt").read_text()
         return dict(word.split("=", 1) for word in text.split())
 
-    def scontrol(job_id):
-        return subprocess.run(
-            ["scontrol", "show", "job", job_id],
-            env=slurm, capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
-
     extract, score = job_env("extract"), job_env("score")
     assert extract["job"].isdigit() and score["job"].isdigit(), (extract, score)
     assert extract["job"] != score["job"]
     assert job_env("summary")["job"] == "none"  # the local rule ran where Snakemake runs
     assert score["cuda"] == "0" and extract["cuda"] == "none", (score, extract)
-    score_job, extract_job = scontrol(score["job"]), scontrol(extract["job"])
+    score_job = scontrol(slurm, "show", "job", score["job"])
+    extract_job = scontrol(slurm, "show", "job", extract["job"])
     assert "TresPerJob=gres:gpu:1" in score_job, score_job
     assert "gres:gpu" not in extract_job, extract_job
     assert "JobState=COMPLETED" in score_job, score_job
@@ -250,5 +256,78 @@ def test_test_workflow_same_bytes_on_slurm(slurm, tmp_path):
         assert any(k.startswith(f"results/{part}") for k in expected), (part, sorted(expected))
     differ = sorted(k for k in expected.keys() | got.keys() if expected.get(k) != got.get(k))
     assert not differ, f"results differ between the local and the SLURM run: {differ}"
+    # the scores went to SLURM in batches: one submission for each batch of them
     n_scores = len(list((runs["slurm"].workdir / "results/scores").glob("*.parquet")))
-    assert len(re.findall(r"submitted with SLURM jobid \d+", output["slurm"])) > n_scores
+    batches = re.findall(rf"submitted with SLURM jobid \d+ \(log: .*/slurm_logs/{batch_log_folder()}/", output["slurm"])
+    assert len(batches) == -(-n_scores // batch_size()), output["slurm"][-6000:]
+
+
+def batch_size():
+    """The profile's batch of score jobs: its group's group-components."""
+    profile = yaml.safe_load((PROFILE_DIR / "profile.yaml").read_text())
+    return profile["group-components"][profile["groups"]["score"]]
+
+
+def batch_log_folder():
+    """Where the plugin logs a batch: .snakemake/slurm_logs/group_<group>_<its rules>/."""
+    profile = yaml.safe_load((PROFILE_DIR / "profile.yaml").read_text())
+    return f"group_{profile['groups']['score']}_score"
+
+
+def same_model_catalogue(path, folder, n):
+    """n catalogue lines naming one tiny random checkpoint folder: n score jobs, and no tiny or
+    fetch jobs (the catalogue refuses a model_id twice, never a source)."""
+    header, *_ = (line for line in (ROOT / "tests/config/catalogue.tsv").read_text().splitlines() if line[0] != "#")
+    columns = header.split("\t")
+    rows = []
+    for i in range(n):
+        row = dict.fromkeys(columns, "")
+        row.update(
+            model_id=f"tiny/gpt2-copy-{i:02d}", source=str(folder), family="GPT-2 (tiny random)",
+            modality="text", figure="language", synthetic="True", objective_decoder="autoregressive",
+        )  # fmt: skip
+        rows.append("\t".join(row[c] for c in columns))
+    path.write_text("\n".join([header, *rows]) + "\n")
+    return [slug(f"tiny/gpt2-copy-{i:02d}") for i in range(n)]
+
+
+def test_slurm_batches_scoring(slurm, tmp_path):
+    """50 models through the real SLURM: their score jobs go in batches of the profile's batch
+    size, one sbatch each, and a batch asks for one GPU (not one per model), the CPUs of one
+    score job and the summed runtime of its models."""
+    n_models, size = 50, batch_size()
+    env = {**slurm, "PATH": f"{Path(sys.executable).parent}:{slurm['PATH']}"}
+    workdir = repo_copy(tmp_path / "work")
+    folder = tmp_path / "tiny-gpt2"
+    subprocess.run(["wqk", "tiny", "gpt2", "--out", str(folder), "--seed", "0"], env=env, check=True)
+    slugs = same_model_catalogue(workdir / "batch-catalogue.tsv", folder, n_models)
+    config = yaml.safe_load((workdir / "tests/config/test.yaml").read_text())
+    config["catalogue"] = "batch-catalogue.tsv"
+    config["activate"] = dict.fromkeys(config["activate"], False)  # scores and aggregates only
+    (workdir / "batch.yaml").write_text(yaml.safe_dump(config))
+    output = snakemake(workdir, env, "--configfile", "batch.yaml", *slurm_args())
+
+    assert all((workdir / f"results/scores/{s}.parquet").is_file() for s in slugs)
+    assert pd.read_parquet(workdir / "results/aggregate/models.parquet")["slug"].nunique() == n_models
+    # each submission names its log folder: group_<group>_<rule> for a batch, rule_<rule> else
+    submitted = re.findall(r"submitted with SLURM jobid (\d+) \(log: .*/slurm_logs/(\w+)/", output)
+    by_kind = {}
+    for job_id, kind in submitted:
+        by_kind.setdefault(kind, []).append(job_id)
+    profile = yaml.safe_load((PROFILE_DIR / "profile.yaml").read_text())
+    batches = batch_log_folder()
+    expected = {batches: -(-n_models // size), "rule_aggregate": 1}
+    assert {kind: len(ids) for kind, ids in by_kind.items()} == expected, output[-6000:]
+    assert len(re.findall("submitted with SLURM jobid", output)) == sum(expected.values()) < n_models
+
+    # the last batch (SLURM forgets finished jobs after MinJobAge, 300 s); its script names its models
+    last = max(by_kind[batches], key=int)
+    fields = dict(re.findall(r"(\w+)=(\S*)", scontrol(slurm, "show", "job", last)))
+    members = re.findall(r"'score:slug=([^']+)'", scontrol(slurm, "write", "batch_script", last, "-"))
+    assert 0 < len(members) <= size and set(members) <= set(slugs), members
+    assert fields["JobState"] == "COMPLETED", fields
+    assert fields["TresPerJob"] == "gres:gpu:1", fields
+    # what one score job asks (threads 2, mem_mb 8000: workflow/rules/models.smk), not the members' sum
+    assert fields["NumCPUs"] == "2" and fields["MinMemoryNode"] == "8000M", fields
+    hours, minutes = divmod(len(members) * profile["set-resources"]["score"]["runtime"], 60)
+    assert fields["TimeLimit"] == f"{hours:02d}:{minutes:02d}:00", fields

@@ -93,14 +93,19 @@ def test_lint_is_clean(workdir, configfile):
 
 def test_paper_dry_run_plans_every_catalogue_model(workdir):
     rows = read_catalogue(workdir / "config" / "catalogue" / "paper.tsv")
+    from wqk.catalogue import load_catalogue
+
+    swept = load_catalogue(workdir / "config" / "catalogue" / "sweeps.tsv")  # one line, 10 revisions
     r = snakemake(workdir, "-n", "--cores", "4")
     assert r.returncode == 0, r.stderr[-3000:]
     counts = job_counts(r.stdout)
-    assert len(rows) >= 140
+    assert len(rows) >= 140 and len(swept) == 10
     for rule in ("fetch", "score"):  # score also writes the matrices and the null reference
-        assert counts.get(rule) == len(rows), (rule, counts)
-    # every table and figure of the paper, and the comparison with it
+        assert counts.get(rule) == len(rows) + len(swept), (rule, counts)
+    # every table and figure of the paper, and the comparison with it; the sweep's apart
     for rule in ("aggregate", "validate", "table_errata", "table_scores_language", "figure_wqk_heatmaps"):
+        assert counts.get(rule) == 1, (rule, counts)
+    for rule in ("catalogue_sweeps", "aggregate_sweeps", "figure_sweep_dynamics", "table_sweep_scores"):
         assert counts.get(rule) == 1, (rule, counts)
     assert counts.get("figure_scores_vs_params") == 3
     assert counts.get("train") == 18  # 2 sizes x 3 datasets x (encoder, decoder, symmetric encoder)

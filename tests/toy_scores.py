@@ -90,3 +90,43 @@ def toy_world(seed: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
              objective_encoder="bidirectional", objective_decoder="autoregressive"),
     ])  # fmt: skip
     return pd.concat(frames, ignore_index=True), cat
+
+
+SPECTRA = ("stable_rank", "effective_rank", "spectral_radius", "real_eig_share", "sym_positive_share")
+ROTARY_OFFSETS = (0, 1, 4, 16, 64)
+
+
+def atlas_world(per_group: int = 160, paper_every: int = 40, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A hub atlas in small: per_group text encoders, text decoders and T5-like
+    encoder-decoders (2 layers of 2 heads each), scores scattered around their objective's,
+    spectra on the heads, rotary symmetry on the decoders, one synthetic decoder; every paper_every-th model of a group is one
+    the paper plotted (catalogue paper_stacks: its self-attention stacks)."""
+    rng = np.random.default_rng(seed)
+    kinds = {  # stacks (symmetry, directionality) centres; the catalogue's objectives
+        "enc": ({"encoder": (0.5, 0.0)}, dict(objective_encoder="bidirectional")),
+        "dec": ({"decoder": (0.1, -0.4)}, dict(objective_decoder="autoregressive")),
+        "s2s": ({"encoder": (0.4, -0.05), "decoder": (0.05, -0.2), "cross": (0.0, 0.0)},
+                dict(objective_encoder="bidirectional", objective_decoder="autoregressive")),
+    }  # fmt: skip
+    frames, entries, paper = [], [], []
+    for kind, (centres, objectives) in kinds.items():
+        for i in range(per_group + (kind == "dec")):
+            model, synthetic = f"atlas/{kind}-{i:04d}", kind == "dec" and i == per_group
+            values = {s: [(float(sym + rng.normal(0, 0.15)), float(d + rng.normal(0, 0.1))) for _ in range(2)]
+                      for s, (sym, d) in centres.items()}  # fmt: skip
+            frames.append(scores(model, values))
+            frames[-1]["synthetic"] = synthetic
+            paper.append("" if synthetic or i % paper_every else ",".join(s for s in centres if s != "cross"))
+            entries.append(dict(model_id=model, family=kind, modality="text", n_params=int(10 ** rng.uniform(6.5, 10.5)),
+                                figure="language", synthetic=str(synthetic).lower(), **objectives))  # fmt: skip
+    s = pd.concat(frames, ignore_index=True)
+    head = (s["scope"] == "head").to_numpy()
+    for c in SPECTRA:
+        v = rng.uniform(1, 8, len(s)) if c.endswith("rank") else rng.uniform(0, 1, len(s))
+        s[c] = np.where(head, v, np.nan)
+    rotary = s["stack"].eq("decoder").to_numpy()
+    for d in ROTARY_OFFSETS:
+        s[f"rotary_symmetry_d{d}"] = np.where(rotary, s["symmetry"] * np.exp(-d / rng.uniform(4, 40, len(s))), np.nan)
+    cat = catalogue(entries)
+    cat["paper_stacks"] = paper
+    return s, cat

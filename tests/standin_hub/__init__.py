@@ -1,5 +1,6 @@
 """A stand-in Hugging Face hub on this machine: every model of config/catalogue/paper.tsv as a tiny
-random checkpoint in its real repo's layout, the paper's tokenizer and training data in their
+random checkpoint in its real repo's layout, the model config/catalogue/sweeps.tsv sweeps with
+its branches along training (sweep_repos.py), the paper's tokenizer and training data in their
 real layouts, behind an HTTP server that speaks the hub's API (see server.py).
 
     python tests/standin_hub build ROOT          # the repos and data (a minute; once)
@@ -37,7 +38,7 @@ def build(root: Path, model_ids: list[str] | None = None) -> Path:
     """Write the stand-in hub's tree under root (skipped when root/manifest.json already lists
     exactly these models); returns root. model_ids: a subset of the paper's (default: all).
     Each repo sits at its catalogue source id; a different model_id is an alias (307)."""
-    from . import data
+    from . import data, sweep_repos
     from .paper_repos import SPECS, SPECS_BY_ID, write_repo
 
     root = Path(root)
@@ -46,7 +47,8 @@ def build(root: Path, model_ids: list[str] | None = None) -> Path:
         specs = [*specs, SPECS_BY_ID[TOKENIZER]]
     ids = hub_ids()
     manifest = {
-        "models": {ids[s.model_id]: {"gated": "manual" if s.gated else False} for s in specs},
+        "models": {ids[s.model_id]: {"gated": "manual" if s.gated else False} for s in specs}
+        | sweep_repos.manifest_entries(),
         "datasets": {WIKIPEDIA: {"gated": False}},
         "aliases": {s.model_id: ids[s.model_id] for s in specs if ids[s.model_id] != s.model_id},
     }
@@ -55,6 +57,7 @@ def build(root: Path, model_ids: list[str] | None = None) -> Path:
         return root
     for spec in specs:
         write_repo(spec, root / "models" / ids[spec.model_id])
+    sweep_repos.write_sweep_repos(root)
     data.add_tokenizer(root / "models" / ids[TOKENIZER])
     data.write_wikipedia(root / "datasets" / WIKIPEDIA)
     data.write_red_pajama(root / "static")

@@ -4,12 +4,17 @@ the libraries it calls (huggingface_hub, transformers, datasets) use, for a tree
     <root>/manifest.json             {"models": {repo_id: {"gated": false|"manual"}}, "datasets": {...},
                                       "aliases": {old_id: repo_id}}  (renamed repos: 307 to the new id);
                                      a model's entry may add what the listing says of it (listing.py)
-    <root>/models/<repo_id>/...      the files of each model repo
+    <root>/models/<repo_id>/...      the files of each model repo (its main branch)
+    <root>/branches/models/<repo_id>/<branch>/...
+                                     the files of its other branches, named in its manifest entry
+                                     as "branches": [...] (a model published along training)
     <root>/datasets/<repo_id>/...    the files of each dataset repo
     <root>/static/...                plain files at /<path> of the second host (a dataset's own site)
 
 What it speaks:
 - `GET /api/{models,datasets}/<id>[/revision/<rev>]`: info with the commit sha, siblings, gated;
+  a revision is main, a branch or the commit sha of either; `GET /api/models/<id>/refs`: the
+  branches with their commits (what huggingface_hub's list_repo_refs reads);
   `GET .../tree/<rev>[/<path>]` (recursive, paginated by nothing) and `POST .../paths-info/<rev>`.
 - `GET /api/models`: the model listing (filters, `expand`, pages linked by `Link: ...; rel="next"`,
   `listing_page_size` models at most per page; 401 for a token other than TOKEN): listing.py.
@@ -72,6 +77,7 @@ class Repo:
     digests: dict[str, tuple[int, str, str]] = field(default_factory=dict)  # path -> size, git sha1, sha256
     meta: dict = field(default_factory=dict)  # the manifest entry: gated, and what the listing says of it
     listing: dict | None = None  # listing.facts_of, computed on the first listing that names the repo
+    branches: dict[str, Repo] = field(default_factory=dict)  # branch name -> the repo at that branch
 
     def load(self) -> Repo:
         """Each file read once: its size and digests, and the commit sha over all of them."""
@@ -87,6 +93,12 @@ class Repo:
     def etag(self, name: str) -> str:
         return self.digests[name][2]
 
+    def at(self, rev: str | None) -> Repo | None:
+        """The repo at a revision: main, a branch, or the commit of either (None: not one)."""
+        if (rev or "main") in ("main", self.sha):
+            return self
+        return self.branches.get(rev) or next((b for b in self.branches.values() if b.sha == rev), None)
+
 
 def load_repos(root: Path) -> tuple[dict[tuple[str, str], Repo], dict[str, str]]:
     manifest = json.loads((root / "manifest.json").read_text())
@@ -94,7 +106,11 @@ def load_repos(root: Path) -> tuple[dict[tuple[str, str], Repo], dict[str, str]]
     for kind in KINDS:
         for repo_id, meta in sorted(manifest.get(kind, {}).items()):
             gated = meta.get("gated", False)
-            repos[kind, repo_id] = Repo(kind, repo_id, root / kind / repo_id, gated, meta=meta).load()
+            repo = repos[kind, repo_id] = Repo(kind, repo_id, root / kind / repo_id, gated, meta=meta).load()
+            for name in meta.get("branches", []):
+                repo.branches[name] = Repo(
+                    kind, repo_id, root / "branches" / kind / repo_id / name, gated, meta=meta
+                ).load()
     return repos, manifest.get("aliases", {})
 
 
@@ -309,6 +325,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._bytes(data, {"ETag": f'"{hashlib.sha256(data).hexdigest()}"'})
         m = re.fullmatch(r"/(models|datasets)/(.+)/([0-9a-f]{40})/(.+)", path)
         repo = m and cdn.hub.repo(m.group(1), m.group(2))
+        repo = repo and repo.at(m.group(3))
         if not repo or m.group(3) != repo.sha or m.group(4) not in repo.files:
             return self._send(404, b"not found")
         name = m.group(4)
@@ -326,6 +343,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json({"standardEnvVars": [], "harnesses": {}})
         if path == "/api/models":
             return self._listing(hub)
+        refs = re.fullmatch(r"/api/(models|datasets)/(.+)/refs", path)
+        if refs:
+            return self._refs(hub, refs.group(1), refs.group(2))
         api = re.fullmatch(r"/api/(models|datasets)/(.+?)(?:/(revision|tree|paths-info)/([^/]+)(/.*)?)?", path)
         if api:
             return self._api(hub, api.group(1), api.group(2), api.group(3), api.group(4), api.group(5), body)
@@ -359,9 +379,25 @@ class _Handler(BaseHTTPRequestHandler):
                 location = re.sub(rf"/{re.escape(repo_id)}(?=[/?]|$)", f"/{new}", self.path, count=1)
                 return self._send(307, b"", {"Location": location})
             return self._error(404, "RepoNotFound", f"Repository Not Found for url: {self.path}")
-        if (rev or "main") not in ("main", repo.sha):
+        at = repo.at(rev)
+        if at is None:
             return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
-        return repo
+        return at
+
+    def _refs(self, hub: StandInHub, kind: str, repo_id: str):
+        repo = self._lookup(hub, kind, repo_id, None)
+        if repo is None:
+            return
+        branches = {"main": repo, **repo.branches}
+        return self._json(
+            {
+                "branches": [
+                    {"name": name, "ref": f"refs/heads/{name}", "targetCommit": b.sha} for name, b in branches.items()
+                ],
+                "converts": [],
+                "tags": [],
+            }
+        )
 
     def _api(self, hub: StandInHub, kind, repo_id, what, rev, sub, body):
         repo = self._lookup(hub, kind, repo_id, rev)

@@ -1,20 +1,22 @@
 # Over models: the resolved catalogue, per-model statistics, comparison with the paper.
 
 
-rule catalogue:
-    """The validated catalogue with derived slugs: what aggregation joins scores to."""
-    input:
-        config["catalogue"],
-    output:
-        "results/catalogue.tsv",
-    log:
-        "logs/catalogue.log",
-    localrule: True
-    run:
-        write_catalogue(CATALOGUE, output[0])
-        Path(log[0]).write_text(
-            f"{len(CATALOGUE)} models from {config['catalogue']}\n"
-        )
+for catalogue_name, (catalogue_path, _) in CATALOGUES.items():
+
+    rule:
+        """The validated catalogue with derived slugs: what aggregation joins scores to
+        (its swept models apart)."""
+        name:
+            catalogue_name
+        input:
+            CATALOGUE_FILES,
+        output:
+            catalogue_path,
+        log:
+            f"logs/{catalogue_name}.log",
+        localrule: True
+        run:
+            write_catalogue_file(output[0], log[0])
 
 
 for aggregate_name, spec in AGGREGATES.items():
@@ -24,9 +26,12 @@ for aggregate_name, spec in AGGREGATES.items():
         name:
             aggregate_name
         input:
-            scores=expand(f"{spec['scores']}/{{slug}}.parquet", slug=SLUGS),
+            scores=expand(
+                f"{spec['scores']}/{{slug}}.parquet",
+                slug=CATALOGUES[spec["catalogue"]][1],
+            ),
             null=spec["null"],
-            catalogue="results/catalogue.tsv",
+            catalogue=CATALOGUES[spec["catalogue"]][0],
         output:
             models=f"results/{aggregate_name}/models.parquet",
             models_csv=f"results/{aggregate_name}/models.csv",

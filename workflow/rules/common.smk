@@ -24,9 +24,10 @@ if not isinstance(workflow.current_basedir, LocalSourceFile):
     )
 WORKFLOW_DIR = Path(str(workflow.current_basedir)).parent
 sys.path.insert(0, str(WORKFLOW_DIR))
-from wqk.catalogue import CatalogueError, load_catalogue, write_catalogue  # noqa: E402
+from wqk.catalogue import CatalogueError, load_catalogues, write_catalogue  # noqa: E402
 from wqk.errors import WqkError  # noqa: E402
 from wqk.ids import SLUG_PATTERN  # noqa: E402
+from wqk.sweeps import SWEEP_COLUMNS  # noqa: E402
 from wqk.checkpoints.source import parse_source  # noqa: E402
 from wqk.metric_catalogue import score_flags as metric_score_flags  # noqa: E402
 from wqk.metric_catalogue import select as select_metrics  # noqa: E402
@@ -52,12 +53,28 @@ shell.prefix(
 
 # ---------------------------------------------------------------- catalogue
 
+# One file, or several read in order (e.g. the paper's and a revision sweep's)
+CATALOGUE_FILES = (
+    [config["catalogue"]]
+    if isinstance(config["catalogue"], str)
+    else list(config["catalogue"])
+)
+CATALOGUE_NAME = ", ".join(CATALOGUE_FILES)
 try:
-    CATALOGUE = load_catalogue(config["catalogue"])
+    CATALOGUE = load_catalogues(config["catalogue"])
 except CatalogueError as e:
     raise WorkflowError(str(e)) from None
 MODELS = {row["slug"]: row for row in CATALOGUE}
 SLUGS = list(MODELS)
+# The revisions of a swept model (wqk.sweeps) are aggregated and drawn along training, apart
+# from the other models: a checkpoint at 1% of its training is no member of their population.
+SWEPT = [slug for slug in SLUGS if MODELS[slug].get("sweep")]
+POPULATION = [slug for slug in SLUGS if not MODELS[slug].get("sweep")]
+if not POPULATION:
+    raise WorkflowError(
+        f"catalogue {CATALOGUE_NAME}: every model is a revision of a sweep; the workflow "
+        "also needs one model of its own line (e.g. the swept model's main revision)"
+    )
 
 # Metric names are checked here, not in the first scoring job an hour into a run.
 try:
@@ -114,7 +131,7 @@ def catalogue_row(slug):
     """The catalogue line of a {slug} (the wildcard is a pattern, not the list of slugs)."""
     if slug not in MODELS:
         raise WorkflowError(
-            f"{slug!r} is the slug of no model of the catalogue {config['catalogue']} "
+            f"{slug!r} is the slug of no model of the catalogue {CATALOGUE_NAME} "
             "(a slug is the model id in lower case, `/` as `--`: wqk.slug)"
         )
     return MODELS[slug]
@@ -144,10 +161,15 @@ def get_revision(wildcards):
     return catalogue_row(wildcards.slug)["revision"]
 
 
-def get_all_null(wildcards=None):
+def get_null(slugs):
     if not config["activate"]["null_reference"]:
         return []
-    return expand("results/null/{slug}.parquet", slug=SLUGS)
+    return expand("results/null/{slug}.parquet", slug=slugs)
+
+
+def get_population_null(wildcards=None):
+    """The null references of the models outside revision sweeps."""
+    return get_null(POPULATION)
 
 
 def get_run_scores(run):
@@ -196,13 +218,40 @@ def score_flags():
 # ---------------------------------------------------------------- aggregates
 
 
-# Our scores, and the authors' method's (what validation proves causes with): one rule each.
+# Our scores, the authors' method's (what validation proves causes with) and, when the
+# catalogue sweeps revisions, the swept models': one rule each, over its catalogue's models.
+CATALOGUES = {"catalogue": ("results/catalogue.tsv", POPULATION)}
 AGGREGATES = {
-    "aggregate": dict(scores="results/scores", null=get_all_null),
+    "aggregate": dict(
+        scores="results/scores",
+        catalogue="catalogue",
+        null=get_population_null,
+    ),
     "aggregate_authors": dict(
-        scores="results/scores_authors", null=lambda wildcards: []
+        scores="results/scores_authors",
+        catalogue="catalogue",
+        null=lambda wildcards: [],
     ),
 }
+if SWEPT:
+    CATALOGUES["catalogue_sweeps"] = ("results/catalogue_sweeps.tsv", SWEPT)
+    AGGREGATES["aggregate_sweeps"] = dict(
+        scores="results/scores",
+        catalogue="catalogue_sweeps",
+        null=lambda wildcards: get_null(SWEPT),
+    )
+
+
+def write_catalogue_file(path, log):
+    """The catalogue (of CATALOGUES) written at `path`, found by its path: the rule's name
+    changes when the workflow is used as a module. Outside sweeps without the sweep columns,
+    so that a catalogue listed beside a sweep's is aggregated as it is on its own."""
+    name, slugs = next((n, s) for n, (p, s) in CATALOGUES.items() if p == path)
+    rows = [MODELS[slug] for slug in slugs]
+    if name == "catalogue":
+        rows = [{k: v for k, v in r.items() if k not in SWEEP_COLUMNS} for r in rows]
+    write_catalogue(rows, path)
+    Path(log).write_text(f"{len(rows)} models from {CATALOGUE_NAME}\n")
 
 
 def aggregate_null_flag(wildcards, input):
@@ -266,9 +315,12 @@ def plan():
     """What decides which figures and tables this run makes (wqk.registry.Plan)."""
     return Plan(
         config=config,
-        groups=frozenset(g for row in CATALOGUE for g in row["figure"].split(",") if g),
+        groups=frozenset(
+            g for slug in POPULATION for g in MODELS[slug]["figure"].split(",") if g
+        ),
         datasets=tuple(sorted({run["dataset"] for run in RUNS.values()})),
         slugs=frozenset(SLUGS),
+        sweeps=bool(SWEPT),
     )
 
 
@@ -295,7 +347,7 @@ from wqk.version import __version__ as WQK_VERSION  # noqa: E402
 
 EXPLORER = "results/explorer"
 # Named after the catalogue: config/catalogue/paper.tsv -> release/wqk-paper-0.1.0
-RELEASE_NAME = f"wqk-{Path(config['catalogue']).stem}"
+RELEASE_NAME = f"wqk-{Path(CATALOGUE_FILES[0]).stem}"
 RELEASE = f"release/{RELEASE_NAME}-{WQK_VERSION}"
 # The checkout's (or the deployed clone's) own files: the software's citation and the lock.
 REPO_FILES = {
@@ -317,7 +369,8 @@ def get_explorer_code(wildcards=None):
 
 def get_release_input(wildcards=None):
     products = registry_targets(PLAN)
-    licensed = [s for s, row in MODELS.items() if redistributable(row.get("licence"))]
+    # the population's models (the release does not carry revision sweeps yet)
+    licensed = [s for s in POPULATION if redistributable(MODELS[s].get("licence"))]
     validation = config["activate"]["validation"]
     return {
         "aggregate": expand(
@@ -332,8 +385,8 @@ def get_release_input(wildcards=None):
             ],
         ),
         "catalogue": "results/catalogue.tsv",
-        "scores": expand("results/scores/{slug}.parquet", slug=SLUGS),
-        "null": get_all_null(),
+        "scores": expand("results/scores/{slug}.parquet", slug=POPULATION),
+        "null": get_population_null(),
         "matrices": expand("results/matrices/{slug}.parquet", slug=licensed),
         "validation": (
             ["results/validation/paper_comparison.csv"] if validation else []

@@ -11,7 +11,7 @@ rule explorer:
         models="results/aggregate/models.parquet",
         layers="results/aggregate/layers.parquet",
         heads="results/aggregate/heads.parquet",
-        null=get_all_null,
+        null=get_population_null,
         code=get_explorer_code,  # asked when the DAG needs the rule, not at parse time
     output:
         report(

@@ -30,6 +30,7 @@ from .contracts import CROSS, METRICS, NULL_SUFFIX, SCORES_SCHEMA, quartiles, st
 from .errors import WqkError
 from .ids import slug as make_slug
 from .metric_catalogue import order_columns
+from .sweeps import SWEEP_COLUMNS
 
 __all__ = [
     "CatalogueError",
@@ -46,8 +47,8 @@ log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------- metric columns
 # Columns aggregation adds to scores rows (annotate, the long tables): never metrics.
-_ANNOTATIONS = ("slug", "family", "modality", "n_params", "figure", "objective", "relative_depth")
-_NOT_METRICS = frozenset(SCORES_SCHEMA.names) | frozenset(_ANNOTATIONS)
+_ANNOTATIONS = ("slug", "family", "modality", "n_params", "figure", "paper_stacks", "objective", "relative_depth")
+_NOT_METRICS = frozenset(SCORES_SCHEMA.names) | frozenset(_ANNOTATIONS) | frozenset(SWEEP_COLUMNS)
 
 
 def metric_columns(df: pd.DataFrame) -> list[str]:
@@ -125,13 +126,16 @@ def _catalogue_row_of(models: list[str], cat: pd.DataFrame) -> dict[str, int]:
 
 
 def annotate(scores: pd.DataFrame, cat: pd.DataFrame) -> pd.DataFrame:
-    """Scores joined with the catalogue: slug, family, modality, n_params, figure, objective."""
+    """Scores joined with the catalogue: slug, family, modality, n_params, figure, paper_stacks,
+    objective."""
     cat = check_catalogue(cat)
     rows = _catalogue_row_of(sorted(scores["model"].unique()), cat)
     idx = scores["model"].map(rows)
     out = scores.copy()
     info = cat.iloc[idx.to_numpy()].reset_index(drop=True)
-    for c in ("slug", "family", "modality", "n_params", "figure"):
+    for c in ("slug", "family", "modality", "n_params", "figure", "paper_stacks"):
+        out[c] = info[c].to_numpy()
+    for c in _swept_columns(cat):
         out[c] = info[c].to_numpy()
     from_scores = out["synthetic"].astype(bool).to_numpy() if "synthetic" in out else False
     out["synthetic"] = info["synthetic"].to_numpy(bool) | from_scores
@@ -150,6 +154,11 @@ def annotate(scores: pd.DataFrame, cat: pd.DataFrame) -> pd.DataFrame:
         objective[empty] = "unknown"
     out["objective"] = objective
     return out
+
+
+def _swept_columns(df: pd.DataFrame) -> list[str]:
+    """`sweep` and `step` where the catalogue has them (a revision sweep's, wqk.sweeps)."""
+    return [c for c in SWEEP_COLUMNS if c in df.columns]
 
 
 # ---------------------------------------------------------------- tables
@@ -188,9 +197,14 @@ def head_table(ann: pd.DataFrame) -> pd.DataFrame:
 def model_table(ann: pd.DataFrame, null: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per model x stack: quartiles over layers (paper) and over heads (head_*)."""
     keys = ["model", "stack"]
-    meta_cols = ["slug", "family", "objective", "modality", "n_params", "figure", "synthetic"]
+    meta_cols = ["slug", "family", "objective", "modality", "n_params", "figure", "paper_stacks", "synthetic"]
+    meta_cols[1:1] = _swept_columns(ann)
     lay = ann[ann["scope"] == "layer"]
     meta = lay.groupby(keys, sort=True)[meta_cols].first().reset_index()
+    # the figures mark these rows among thousands of others (wqk.figures._density)
+    paper = [stack in str(stacks).split(",") for stack, stacks in zip(meta["stack"], meta["paper_stacks"])]
+    meta.insert(meta.columns.get_loc("paper_stacks"), "in_paper", paper)
+    meta = meta.drop(columns="paper_stacks")
     counts = lay.groupby(keys, sort=True).agg(
         n_layers=("layer", "nunique"), n_layers_nan=("symmetry", lambda s: int(s.isna().sum()))
     )
@@ -213,6 +227,7 @@ def model_table(ann: pd.DataFrame, null: pd.DataFrame | None = None) -> pd.DataF
     out["n_heads_total"] = out["n_heads_total"].fillna(0).astype("int64")
     out = out.astype({"n_layers": "int32", "n_layers_nan": "int32", "synthetic": bool})
     first = ["model", "slug", "family", "stack", "objective", "modality", "n_params", "synthetic", "n_layers"]
+    first[2:2] = _swept_columns(ann)
     rest = [c for c in out.columns if c not in first]
     return _sort(out[first + rest])
 

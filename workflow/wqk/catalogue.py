@@ -21,6 +21,9 @@ from .checkpoints.source import parse_source
 from .contracts import STACKS
 from .errors import WqkError
 from .ids import slug as make_slug
+from .sweeps import SWEEP_COLUMNS, Pattern, SweepError
+from .sweeps import expand as expand_sweep
+from .sweeps import parse as parse_revisions
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,8 +31,9 @@ if TYPE_CHECKING:
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "catalogue.schema.yaml"
 NO_OBJECTIVE = {"empty", "none", "-", "n/a"}  # spellings of "no such stack"
 # optional columns kept in the rows only where the file has them, so that a catalogue without
-# them loads (and is written to results/catalogue.tsv) exactly as before they existed
-ONLY_IF_GIVEN = {"model_type", "licence"}
+# them loads (and is written to results/catalogue.tsv) exactly as before they existed; a
+# `revisions` column is never kept: its lines are expanded, with `sweep` and `step` (wqk.sweeps)
+ONLY_IF_GIVEN = {"model_type", "licence", "revisions", *SWEEP_COLUMNS}
 
 
 class CatalogueError(WqkError):
@@ -61,11 +65,17 @@ def _cell(value: str, spec: dict):
 
 
 def check_rows(
-    header: list[str], rows: list[tuple[int, list[str]]], origin: str, schema_path=None, header_line: int = 1
+    header: list[str],
+    rows: list[tuple[int, list[str]]],
+    origin: str,
+    schema_path=None,
+    header_line: int = 1,
+    sweep_patterns: bool = False,
 ) -> list[dict]:
     """Validated rows from a header (on line `header_line`) and (line number, cells) pairs:
-    defaults filled, slugs derived, columns in schema order. Raises CatalogueError naming
-    origin, line and column."""
+    defaults filled, slugs derived, columns in schema order, lists of revisions expanded
+    (wqk.sweeps). Raises CatalogueError naming origin, line and column. sweep_patterns: a
+    pattern of revisions is left as one row, not refused (what `wqk pin` expands)."""
     schema = _schema(schema_path)
     props = schema["properties"]
     unknown = [c for c in header if c not in props]
@@ -91,13 +101,43 @@ def check_rows(
         for key, spec in props.items():
             row.setdefault(key, spec.get("default"))
         _check_row(row, where)
-        row["slug"] = row["slug"] or make_slug(row["model_id"])
-        for key, seen in (("slug", slugs), ("model_id", ids)):
-            if row[key] in seen:
-                raise CatalogueError(f"{where}: duplicate {key} '{row[key]}' (also on line {seen[row[key]]})")
-            seen[row[key]] = lineno
-        out.append({k: row[k] for k in props if k not in ONLY_IF_GIVEN or k in header})
+        kept = [k for k in props if k not in ONLY_IF_GIVEN or k in header]
+        if "revisions" in header:
+            kept = [k for k in props if k in kept + list(SWEEP_COLUMNS) and k != "revisions"]
+        for line in _swept(row, where, sweep_patterns):
+            line["slug"] = line["slug"] or make_slug(line["model_id"])
+            for key, seen in (("slug", slugs), ("model_id", ids)):
+                if line[key] in seen:
+                    raise CatalogueError(f"{where}: duplicate {key} '{line[key]}' (also on line {seen[line[key]]})")
+                seen[line[key]] = lineno
+            out.append({k: line[k] for k in kept})
     return out
+
+
+def _swept(row: dict, where: str, patterns_allowed: bool = False) -> list[dict]:
+    """The row, or the rows of its revisions when it names several (wqk.sweeps)."""
+    try:
+        revisions = parse_revisions(row["revisions"])
+    except SweepError as e:
+        raise CatalogueError(f"{where}, column 'revisions': {e}") from None
+    if revisions is None:
+        if row["step"] is not None and not row["sweep"]:
+            raise CatalogueError(f"{where}, column 'step': a step belongs to a swept line: give `sweep` too")
+        return [row]
+    if parse_source(row["source"]).kind != "hub":
+        raise CatalogueError(f"{where}, column 'revisions': sweeps are of hub models, not of {row['source']}")
+    if row["sweep"] or row["step"] is not None or row["revision"] != "main":
+        raise CatalogueError(
+            f"{where}: give `revisions` alone: `revision`, `sweep` and `step` are what it expands into"
+        )
+    if isinstance(revisions, Pattern):
+        if patterns_allowed:
+            return [row]
+        raise CatalogueError(
+            f"{where}, column 'revisions': {revisions} names the repo's branches, which only the hub knows: "
+            "expand it with `wqk pin CATALOGUE` (writes the revisions it stands for, pinned), or list them"
+        )
+    return expand_sweep(row, revisions)
 
 
 def _typed_row(raw: dict[str, str], props: dict) -> dict:
@@ -160,8 +200,8 @@ def _check_objectives(row: dict, where: str, model_type: str, column: str, need_
             row[f"objective_{stack}"] = objective
 
 
-def load_catalogue(path: str | os.PathLike, schema_path=None) -> list[dict]:
-    """The validated rows of a catalogue file, in file order."""
+def load_catalogue(path: str | os.PathLike, schema_path=None, sweep_patterns: bool = False) -> list[dict]:
+    """The validated rows of a catalogue file, in file order (sweep_patterns: see check_rows)."""
     origin = f"catalogue {path}"
     try:
         with open(path, newline="", encoding="utf-8") as f:
@@ -181,10 +221,30 @@ def load_catalogue(path: str | os.PathLike, schema_path=None) -> list[dict]:
     parsed = [next(csv.reader([line.rstrip("\r\n")], delimiter="\t"), []) for _, line in lines]
     rows = [(n, cells) for (n, _), cells in zip(lines[1:], parsed[1:])]
     # the header's own line, whatever comments and blank lines come before or after it
-    checked = check_rows([c.strip() for c in parsed[0]], rows, origin, schema_path, header_line=lines[0][0])
+    header = [c.strip() for c in parsed[0]]
+    checked = check_rows(header, rows, origin, schema_path, header_line=lines[0][0], sweep_patterns=sweep_patterns)
     if not rows:
         raise CatalogueError(f"{origin} has no models")
     return checked
+
+
+def load_catalogues(paths: str | os.PathLike | list) -> list[dict]:
+    """The rows of one catalogue file, or of several in order (the config's `catalogue:` may list
+    the paper's and a sweep's); every row with the columns any of them has (defaults filled), a
+    model in two files an error naming both."""
+    if isinstance(paths, (str, os.PathLike)):
+        return load_catalogue(paths)
+    loaded = [(path, load_catalogue(path)) for path in paths]
+    seen: dict[tuple[str, str], str] = {}
+    for path, rows in loaded:
+        for row in rows:
+            for key in ("slug", "model_id"):
+                other = seen.setdefault((key, row[key]), str(path))
+                if other != str(path):
+                    raise CatalogueError(f"catalogue {path}: {key} '{row[key]}' is in catalogue {other} too")
+    props = _schema()["properties"]
+    columns = [k for k in props if any(k in row for _, rows in loaded for row in rows)]
+    return [{k: row.get(k, props[k].get("default")) for k in columns} for _, rows in loaded for row in rows]
 
 
 def write_catalogue(rows: list[dict], path: str | os.PathLike) -> None:
@@ -209,6 +269,8 @@ def to_frame(rows: list[dict]) -> pd.DataFrame:
     df["n_params"] = pd.to_numeric(df["n_params"], errors="coerce").astype(float).fillna(np.nan)
     for stack in STACKS:
         df[f"objective_{stack}"] = df[f"objective_{stack}"].fillna("")
+    if "step" in df:
+        df["step"] = pd.array(df["step"], dtype="Int64")
     return df
 
 
@@ -224,4 +286,6 @@ def check_catalogue(cat: pd.DataFrame, origin: str = "catalogue") -> pd.DataFram
 
 
 def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and value != value)
+    import pandas as pd
+
+    return value is None or value is pd.NA or (isinstance(value, float) and value != value)

@@ -10,6 +10,11 @@ scores-against-parameters figure; one objective per self-attention stack the rec
 fills them in); n_params the safetensors total (empty for pytorch_model.bin-only repos); notes
 the downloads, pipeline tag and library, and "gated". Lines and comments in the order of the hub
 ids, so the file depends on what the hub lists, not on the order it lists it in.
+
+With `revisions` (a revision sweep, wqk.sweeps: `step{N}~8`, or a list of names), each model's
+line is followed by a second one, its sweep: the `revisions` cell pinned against the repo's
+branches, no figure key (a sweep is drawn along training); a model whose branches do not match
+gets a comment line `# <hub id>@revisions\t<reason>` instead.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ class Filters:
     model_types: tuple[str, ...] = ()
     min_downloads: int = 0
     limit: int | None = None
+    revisions: str | None = None  # a sweep of each model (wqk.sweeps), pinned against its branches
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,8 @@ class Entry:
     repo_id: str
     row: dict | None = None
     reason: str | None = None
+    sweep: dict | None = None  # with Filters.revisions: the line of its sweep ...
+    sweep_reason: str | None = None  # ... or why it has none
 
 
 def build(filters: Filters, listed: Iterable[Listed] | None = None, **hub) -> list[Entry]:
@@ -74,8 +82,24 @@ def build(filters: Filters, listed: Iterable[Listed] | None = None, **hub) -> li
         if len(filters.model_types) == 1 and filters.model_types[0] not in query.tags:
             query = dataclasses.replace(query, tags=(*query.tags, filters.model_types[0]))
         listed = list_models(query, **hub)
-    entries = list(_taken(filters, listed))
-    return _unique_slugs(sorted(entries, key=lambda e: (e.repo_id.lower(), e.repo_id)))
+    entries = _unique_slugs(sorted(_taken(filters, listed), key=lambda e: (e.repo_id.lower(), e.repo_id)))
+    return [_swept(e, filters.revisions, **hub) for e in entries] if filters.revisions else entries
+
+
+def _swept(e: Entry, revisions: str, **hub) -> Entry:
+    """The entry with the line of its sweep (its branches asked of the hub), or the reason for none."""
+    from .checkpoints.hub import repo_refs
+    from .errors import WqkError
+    from .sweeps import pin
+
+    if e.row is None:
+        return e
+    try:
+        cell = pin(revisions, repo_refs(e.repo_id, **hub), e.repo_id)
+    except WqkError as error:
+        return dataclasses.replace(e, sweep_reason=_clean(str(error)))
+    sweep = {**e.row, "slug": "", "revision": "", "figure": "", "revisions": cell}
+    return dataclasses.replace(e, sweep=sweep)
 
 
 def _taken(filters: Filters, listed: Iterable[Listed]) -> Iterator[Entry]:
@@ -190,9 +214,19 @@ def _unique_slugs(entries: list[Entry]) -> list[Entry]:
 def render(entries: list[Entry], preamble: Iterable[str] = ()) -> str:
     """The catalogue file: preamble comment lines, the header, then each entry by hub id (a row,
     or `# <hub id>\t<reason>`). The rows are checked as the catalogue loader checks them."""
-    rows = [e.row for e in entries if e.row is not None]
-    check_rows(COLUMNS, [(n, [r[c] for c in COLUMNS]) for n, r in enumerate(rows, start=2)], "wqk catalogue")
-    lines = [f"# {_clean(p)}" for p in preamble] + ["\t".join(COLUMNS)]
+    swept = any(e.sweep is not None or e.sweep_reason for e in entries)
+    columns = [*COLUMNS, "revisions"] if swept else COLUMNS
+    rows = [r for e in entries for r in (e.row, e.sweep) if r is not None]
+    cells = [(n, [r.get(c, "") for c in columns]) for n, r in enumerate(rows, start=2)]
+    check_rows(columns, cells, "wqk catalogue")
+    lines = [f"# {_clean(p)}" for p in preamble] + ["\t".join(columns)]
     for e in entries:
-        lines.append("\t".join(e.row[c] for c in COLUMNS) if e.row is not None else f"# {e.repo_id}\t{e.reason}")
+        if e.row is None:
+            lines.append(f"# {e.repo_id}\t{e.reason}")
+            continue
+        lines.append("\t".join(e.row.get(c, "") for c in columns))
+        if e.sweep is not None:
+            lines.append("\t".join(e.sweep[c] for c in columns))
+        elif e.sweep_reason:
+            lines.append(f"# {e.repo_id}@revisions\t{e.sweep_reason}")
     return "\n".join(lines) + "\n"

@@ -20,6 +20,7 @@ GROUP_MODALITY = {"language": "text", "vision": "vision", "audio": "audio"}
 SUFFIXES = {"figure": (".pdf", ".png"), "table": (".csv", ".md", ".tex", ".html")}  # wqk.figures.save, wqk.tables.write
 FOLDERS = {"figure": "figures", "table": "results/tables"}
 MODELS = "results/aggregate/models.parquet"
+SWEEPS = "results/aggregate_sweeps/models.parquet"  # the swept models' revisions (wqk.sweeps)
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Plan:
     groups: frozenset = frozenset()  # the catalogue's figure keys that have a model
     datasets: tuple = ()  # datasets of the training runs; () when nothing is trained
     slugs: frozenset = frozenset()  # the catalogue's models
+    sweeps: bool = False  # some are revisions of a swept model (wqk.sweeps)
 
     @property
     def validation(self) -> bool:
@@ -164,6 +166,11 @@ PRODUCTS = (
         "figure", "training_loss", TRAINING, "loss during training",
         inputs={"losses": "results/training/losses.csv"}, made=_trained,
     ),
+    Product(
+        "figure", "sweep_dynamics", TRAINING, "public training histories",
+        inputs={"sweeps": SWEEPS, "summary": lambda plan: "results/training/summary.csv" if _trained(plan) else None},
+        made=lambda plan: plan.sweeps,
+    ),
     Product("table", "scores_all", SCORES, "scores of every model", inputs={"models": MODELS}),
     Product("table", "robustness", BEYOND, "robustness of the findings", inputs={"models": MODELS}),
     Product(
@@ -182,6 +189,10 @@ PRODUCTS = (
         "table", "symmetric_init", TRAINING, "symmetric initialisation",
         inputs={"losses": "results/training/losses.csv", "summary": "results/training/summary.csv"},
         made=_compares_inits,
+    ),
+    Product(
+        "table", "sweep_scores", TRAINING, "scores along public training histories",
+        inputs={"sweeps": SWEEPS}, made=lambda plan: plan.sweeps,
     ),
     Product(
         "table", "training_comparison", TRAINING, "training against the paper",

@@ -46,6 +46,11 @@ def add_arguments(p) -> None:
     p.add_argument("--min-params", type=count, help="fewest parameters (safetensors count)")
     p.add_argument("--max-params", type=count, help="most parameters (safetensors count)")
     p.add_argument("--limit", type=count, help="at most this many models (lines and comment lines)")
+    p.add_argument(
+        "--revisions",
+        help="also sweep each model's revisions along training: a pattern of its branches sampled to a count "
+        "(step{N}~8) or a list (step0,step1000); pinned against the hub's branches (wqk.sweeps)",
+    )
 
 
 def run(args) -> int:
@@ -66,7 +71,7 @@ def run(args) -> int:
         min_params=args.min_params,
         max_params=args.max_params,
     )
-    filters = Filters(query, tuple(args.model_type), args.min_downloads, args.limit)
+    filters = Filters(query, tuple(args.model_type), args.min_downloads, args.limit, args.revisions)
     entries = build(filters)
     if not entries:
         raise WqkError(f"the hub lists no model for {_given(args) or 'an empty query'}: widen the filters")
@@ -103,4 +108,6 @@ def _given(args) -> str:
         parts.append("--gated" if args.gated else "--not-gated")
     if args.limit is not None:
         parts.append(f"--limit {args.limit}")
+    if args.revisions:
+        parts.append(f"--revisions {shlex.quote(args.revisions)}")
     return " ".join(parts)

@@ -8,7 +8,10 @@ model x stack, coloured by objective, dashed for synthetic models; a thick line 
 objective: the median over its real models at each d where it has any. x is symmetric-log
 (linear in [0, 1], log2 beyond) so that d = 0 is shown. Without rotary models (no such
 column, or NaN for every model), an empty figure that says so. Params: stacks
-(comma-separated, default "encoder,decoder": self-attention).
+(comma-separated, default "encoder,decoder": self-attention). More than MAX_MARKERS lines
+(wqk.figures._density): the real models of each objective as bands (10-90% and 25-75% of
+them at each d) around the median line, and as thin lines only the paper's models (and the
+synthetic ones).
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ import re
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
-from . import OBJECTIVE_ORDER, SINGLE, colour, label, new_figure, no_data, score_axis, stack_list, style
+from . import OBJECTIVE_ORDER, SINGLE, colour, label, new_figure, no_data, score_axis, stack_list, style, tint
+from ._density import dense, paper_rows
 
 COLUMN = re.compile(r"head_rotary_symmetry_d(\d+)_median")
 EMPTY = "no rotary models in this run"
@@ -34,6 +39,7 @@ def curves(models: pd.DataFrame, stacks: str = "encoder,decoder") -> tuple[np.nd
     values = df[[cols[d] for d in offsets]].to_numpy(float) if offsets.size else np.empty((len(df), 0))
     keep = np.isfinite(values).any(axis=1)
     out = df.loc[keep, ["model", "stack", "objective", "synthetic"]].reset_index(drop=True)
+    out["in_paper"] = paper_rows(df)[keep]
     vals = pd.DataFrame(values[keep], columns=list(offsets))
     return offsets, pd.concat([out, vals], axis=1)
 
@@ -58,6 +64,18 @@ def offset_axis(ax, offsets, max_ticks: int = 8) -> None:
     ax.set_xlabel("relative offset d (tokens)")
 
 
+def bands(ax, offsets: np.ndarray, values: np.ndarray, objective: str) -> Patch:
+    """The spread of an objective's models at each d (values: one row per model): 10-90% pale,
+    25-75% darker, under its median line; the legend handle of the darker band."""
+    has = np.isfinite(values).sum(axis=0) >= 2
+    q = np.nanpercentile(values[:, has], [10, 25, 75, 90], axis=0)
+    c = colour(objective)
+    outer, inner = tint(c, 0.8), tint(c, 0.55)
+    ax.fill_between(offsets[has], q[0], q[3], color=outer, lw=0, zorder=1)
+    ax.fill_between(offsets[has], q[1], q[2], color=inner, lw=0, zorder=2)
+    return Patch(facecolor=inner, label=f"{objective}: 25-75% (pale: 10-90%) of its models")
+
+
 def draw(data: dict, stacks: str = "encoder,decoder", width: float = SINGLE, height: float = 2.8):
     offsets, df = curves(data["models"], stacks)
     order = {o: i for i, o in enumerate(OBJECTIVE_ORDER)}
@@ -72,8 +90,10 @@ def draw(data: dict, stacks: str = "encoder,decoder", width: float = SINGLE, hei
             no_data(ax, EMPTY)
             return fig
         handles = {}
-        for row in df.itertuples(index=False):
-            y = np.asarray(row[4:], dtype=float)
+        many = dense(len(df))
+        note = ": the paper's models" if many else ""
+        lines = df[df["in_paper"] | df["synthetic"].astype(bool)] if many else df
+        for row, y in zip(lines.itertuples(index=False), lines[list(offsets)].to_numpy(float)):
             ok = np.isfinite(y)
             synthetic = bool(row.synthetic)
             c = colour(row.objective)
@@ -81,7 +101,7 @@ def draw(data: dict, stacks: str = "encoder,decoder", width: float = SINGLE, hei
                     ls="--" if synthetic else "-", marker="o", ms=1.5)  # fmt: skip
             key = (synthetic, order.get(row.objective, 9), row.objective)
             handles[key] = Line2D([], [], color=c, lw=0.6, ls="--" if synthetic else "-",
-                                  label=label(row.objective, synthetic))  # fmt: skip
+                                  label=label(row.objective, synthetic) + ("" if synthetic else note))  # fmt: skip
         real = df[~df["synthetic"].astype(bool)]
         for objective, g in real.groupby("objective", sort=True):
             v = g[list(offsets)].to_numpy(float)
@@ -91,6 +111,8 @@ def draw(data: dict, stacks: str = "encoder,decoder", width: float = SINGLE, hei
             handles[(False, order.get(objective, 9), objective, "median")] = Line2D(
                 [], [], color=colour(objective), lw=1.8, label=f"{objective}: median (n={len(g)})"
             )
+            if many:
+                handles[(False, order.get(objective, 9), objective, "band", "")] = bands(ax, offsets, v, objective)
         ordered = [handles[k] for k in sorted(handles, key=lambda k: (k[0], k[1], k[2], len(k)))]
         fig.legend(handles=ordered, loc="outside lower center", ncols=1)  # two columns ran past the edges
     return fig

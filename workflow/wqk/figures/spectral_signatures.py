@@ -12,8 +12,10 @@ a group when it has at least `min_box` of them, else a bar at their median; synt
 are drawn, never summarised. A dashed grey line: the null reference, the median over the
 models drawn of their null's per-head median (random Gaussian Q, K of the same shapes;
 columns null_head_<metric>_median). A metric that this run did not compute, or that is NaN
-for every model, gets an annotated empty panel. Params: stacks (comma-separated, default
-"encoder,decoder,cross"), min_box (default 3).
+for every model, gets an annotated empty panel. A panel of more than MAX_MARKERS points
+(wqk.figures._density) draws the real models of each group as a violin (their density)
+under the box, and as points only the paper's models (and the synthetic ones). Params:
+stacks (comma-separated, default "encoder,decoder,cross"), min_box (default 3).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from matplotlib.patches import Patch
 
 from ..contracts import CROSS, MODALITIES
 from . import DOUBLE, NULL_COLOUR, OBJECTIVE_ORDER, OTHER, colour, new_figure, no_data, stack_list, style
+from ._density import PAPER_EDGE, dense, paper_rows
 
 # metric -> (panel title, y label, fixed y range or None)
 METRICS = {
@@ -39,6 +42,8 @@ SHORT = {"bidirectional": "bidir.", "autoregressive": "autoreg.", CROSS: "cross"
 COLOURS = {CROSS: "0.35"}
 MARKERS = dict(zip(MODALITIES, ("o", "s", "^")))
 OTHER_MARKER = "D"
+VIOLIN = "0.86"  # the density of a group's models, under its box
+VIOLIN_GID = "wqk-violin"
 
 
 def group_colour(group: str) -> str:
@@ -86,11 +91,15 @@ def panel(ax, df: pd.DataFrame, metric: str, groups: list[str], min_box: int) ->
         return False
     rng = np.random.default_rng(0)
     ticks = []
+    many = dense(int(np.isfinite(values).sum()))
     for x, group in enumerate(groups):
         sel = (df["objective"] == group).to_numpy() & np.isfinite(values)
         synthetic = df["synthetic"].to_numpy(bool)
         real = values[sel & ~synthetic]
         c = group_colour(group)
+        if many:
+            violin(ax, x, real, c)
+            sel &= paper_rows(df) | synthetic
         if real.size >= min_box:
             ax.boxplot(
                 [real], positions=[x], widths=0.55, showfliers=False, patch_artist=True,
@@ -103,9 +112,10 @@ def panel(ax, df: pd.DataFrame, metric: str, groups: list[str], min_box: int) ->
         for idx in np.flatnonzero(sel):
             row = df.iloc[idx]
             jitter = rng.uniform(-0.18, 0.18)
+            edged = {"mec": PAPER_EDGE, "mew": 0.5} if many and not bool(row["synthetic"]) else {"mew": 0.7}
             ax.plot(
                 x + jitter, values[idx], ls="", marker=MARKERS.get(row["modality"], OTHER_MARKER), ms=3.2,
-                mew=0.7, color=c, mfc="none" if bool(row["synthetic"]) else c, alpha=0.85, zorder=3,
+                color=c, mfc="none" if bool(row["synthetic"]) else c, alpha=0.85, zorder=3, **edged,
             )  # fmt: skip
         n_real, n_syn = int(real.size), int((sel & synthetic).sum())
         count = f"n={n_real}" + (f"\n+{n_syn} syn." if n_syn else "")
@@ -121,12 +131,32 @@ def panel(ax, df: pd.DataFrame, metric: str, groups: list[str], min_box: int) ->
     return True
 
 
-def legend_handles(df: pd.DataFrame, groups: list[str], null: bool = True) -> list:
+def violin(ax, x: float, values: np.ndarray, c: str) -> None:
+    """The density of a group's values (a violin edged in its colour); none for fewer than two
+    distinct values, whose density is not a shape."""
+    if values.size < 2 or np.ptp(values) == 0:
+        return
+    parts = ax.violinplot([values], positions=[x], widths=0.8, showextrema=False)
+    for body in parts["bodies"]:
+        body.set(facecolor=VIOLIN, edgecolor=c, linewidth=0.4, alpha=1, zorder=1, gid=VIOLIN_GID)
+
+
+def legend_handles(
+    df: pd.DataFrame, groups: list[str], null: bool = True, many: bool = False, violins: bool = False
+) -> list:
+    """The legend; `many`: the panels drew points only for the paper's models (and synthetic
+    ones), whose modalities the keys name; `violins`: and densities (none where every model
+    has the same value)."""
     handles = [Patch(facecolor=group_colour(g), edgecolor=group_colour(g), label=g) for g in groups]
-    present = [m for m in MODALITIES if m in set(df["modality"])]
-    present += sorted(set(df["modality"]) - set(MODALITIES))
+    marked = df[paper_rows(df) & ~df["synthetic"].astype(bool).to_numpy()] if many else df
+    present = [m for m in MODALITIES if m in set(marked["modality"])]
+    present += sorted(set(marked["modality"]) - set(MODALITIES))
+    note = ": the paper's models" if many else ""
+    if violins:
+        handles.append(Patch(facecolor=VIOLIN, edgecolor=OTHER, lw=0.4, label="density of all models (violin)"))
     handles += [
-        Line2D([], [], ls="", marker=MARKERS.get(m, OTHER_MARKER), color=OTHER, ms=3.2, label=m) for m in present
+        Line2D([], [], ls="", marker=MARKERS.get(m, OTHER_MARKER), color=OTHER, ms=3.2, label=f"{m}{note}")
+        for m in present
     ]
     if df["synthetic"].astype(bool).any():
         handles.append(Line2D([], [], ls="", marker="o", color=OTHER, mfc="none", ms=3.2, label="synthetic (hollow)"))
@@ -162,7 +192,11 @@ def draw(
         key = flat[-1]
         key.axis("off")
         if drawn:
-            key.legend(handles=legend_handles(df, groups, null), loc="center", title="per-model median over heads")
+            many = any(dense(int(np.isfinite(df[f"head_{m}_median"].to_numpy(float)).sum()))
+                       for m in METRICS if f"head_{m}_median" in df)  # fmt: skip
+            violins = any(c.get_gid() == VIOLIN_GID for ax in flat for c in ax.collections)
+            handles = legend_handles(df, groups, null, many, violins)
+            key.legend(handles=handles, loc="center", title="per-model median over heads")
         else:
             key.text(0.5, 0.5, "no spectra in this run", ha="center", va="center", color="0.35")
     return fig

@@ -41,6 +41,7 @@ PLAIN = {
     "n_params": "number of parameters (the catalogue's; empty when unknown)",
     "synthetic": "true for tiny random models and null references: never data",
     "figure": "the paper's figures and tables the model belongs to (the catalogue's figure keys)",
+    "in_paper": "true when the paper plotted this stack of the model (the catalogue's paper_stacks)",
     "layer": "layer index, from 0",
     "head": "query head index, from 0 (with grouped-query attention, key head = head // group)",
     "n_layers": "number of layers of the stack",

@@ -40,7 +40,7 @@ from .checks import MANIFEST, folder_problem
 from .client import Hub, Stalled, Unreachable, offline
 from .select import HEURISTIC, Factory, is_qk_tensor, selection_key
 
-__all__ = ["cache_root", "fetch_hub", "is_qk_tensor", "resolve_revision"]
+__all__ = ["cache_root", "fetch_hub", "is_qk_tensor", "repo_refs", "resolve_revision"]
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +180,27 @@ def resolve_revision(
             raise
         raise SourceUnavailable(
             f"cannot reach the Hugging Face hub at {hub.endpoint} to resolve {repo_id}@{revision or 'main'} "
+            f"({type(e.__cause__ or e).__name__}): check the network and HF_ENDPOINT, then rerun"
+        ) from e
+
+
+def repo_refs(
+    repo_id: str, *, endpoint: str | None = None, token: str | None = None, timeout: float | None = None
+) -> dict[str, str]:
+    """The branches and tags of a hub model, name -> commit sha, asked of the hub now (what a
+    revision sweep's pattern is sampled from, wqk.sweeps). Raises SourceUnavailable."""
+    if offline():
+        raise SourceUnavailable(
+            f"{repo_id}: listing its branches needs the hub and HF_HUB_OFFLINE=1 is set: unset it where the hub is reachable"
+        )
+    hub = Hub.connect(repo_id, endpoint, token, timeout=timeout)
+    try:
+        return hub.refs()
+    except Unreachable as e:
+        if e.status is not None or isinstance(e, Stalled):
+            raise
+        raise SourceUnavailable(
+            f"cannot reach the Hugging Face hub at {hub.endpoint} to list the branches of {repo_id} "
             f"({type(e.__cause__ or e).__name__}): check the network and HF_ENDPOINT, then rerun"
         ) from e
 

@@ -208,6 +208,32 @@ class Hub:
             )
         return info
 
+    def refs(self) -> dict[str, str]:
+        """The repo's branches and tags, name -> commit sha (checked: 40 hex digits), as the hub
+        lists them now (`GET /api/models/<repo>/refs`, what huggingface_hub's list_repo_refs asks,
+        here with the timeout)."""
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+        url = f"{self.endpoint}/api/models/{self.repo_id}/refs"
+
+        def ask():
+            with _hub_errors(self.repo_id, None, self.endpoint):
+                r = get_session().get(url, headers=build_hf_headers(token=self.token), timeout=self.timeout)
+                hf_raise_for_status(r)
+                return r.json()
+
+        answer = self._retrying(ask, f"the branches of {self.repo_id}")
+        refs = {}
+        for item in (answer.get("branches", []) + answer.get("tags", [])) if isinstance(answer, dict) else [None]:
+            name, sha = (item.get("name"), item.get("targetCommit")) if isinstance(item, dict) else (None, None)
+            if not isinstance(name, str) or not isinstance(sha, str) or not _COMMIT.fullmatch(sha):
+                raise BadAnswer(
+                    f"{self.repo_id}: the hub at {self.endpoint} listed its branches as something other than "
+                    f"names and 40-hex commits ({str(item)[:120]}): check HF_ENDPOINT and any proxy or mirror"
+                )
+            refs.setdefault(name, sha)
+        return refs
+
     def check_access(self, info) -> None:
         """SourceUnavailable now, before any file is asked for, for a gated repo and no token."""
         if getattr(info, "gated", False) and self.token is None:
