@@ -244,11 +244,11 @@ if SWEPT:
 
 def write_catalogue_file(path, log):
     """The catalogue (of CATALOGUES) written at `path`, found by its path: the rule's name
-    changes when the workflow is used as a module. Outside sweeps without the sweep columns,
-    so that a catalogue listed beside a sweep's is aggregated as it is on its own."""
-    name, slugs = next((n, s) for n, (p, s) in CATALOGUES.items() if p == path)
+    changes when the workflow is used as a module. Without sweep columns when it holds no
+    swept model, so that a catalogue listed beside a sweep's is aggregated as on its own."""
+    slugs = next(s for p, s in CATALOGUES.values() if p == path)
     rows = [MODELS[slug] for slug in slugs]
-    if name == "catalogue":
+    if not any(row.get("sweep") for row in rows):
         rows = [{k: v for k, v in r.items() if k not in SWEEP_COLUMNS} for r in rows]
     write_catalogue(rows, path)
     Path(log).write_text(f"{len(rows)} models from {CATALOGUE_NAME}\n")

@@ -167,21 +167,11 @@ def resolve_revision(
 ) -> str:
     """The 40-hex commit sha that `revision` (branch, tag or sha; None: main) of a hub model names
     now, asked of the hub (endpoint/token as in fetch_hub). Raises SourceUnavailable."""
-    if offline():
-        raise SourceUnavailable(
-            f"{repo_id}@{revision or 'main'}: resolving a revision needs the hub and "
-            "HF_HUB_OFFLINE=1 is set: unset it where the hub is reachable"
-        )
-    hub = Hub.connect(repo_id, endpoint, token, timeout=timeout)
-    try:
-        return hub.info(revision).sha
-    except Unreachable as e:
-        if e.status is not None or isinstance(e, Stalled):  # 429/5xx retried, or it answered: the message says so
-            raise
-        raise SourceUnavailable(
-            f"cannot reach the Hugging Face hub at {hub.endpoint} to resolve {repo_id}@{revision or 'main'} "
-            f"({type(e.__cause__ or e).__name__}): check the network and HF_ENDPOINT, then rerun"
-        ) from e
+    at = f"{repo_id}@{revision or 'main'}"
+    return _asked(
+        repo_id, f"{at}: resolving a revision", f"resolve {at}", lambda hub: hub.info(revision).sha,
+        endpoint, token, timeout,
+    )  # fmt: skip
 
 
 def repo_refs(
@@ -189,18 +179,26 @@ def repo_refs(
 ) -> dict[str, str]:
     """The branches and tags of a hub model, name -> commit sha, asked of the hub now (what a
     revision sweep's pattern is sampled from, wqk.sweeps). Raises SourceUnavailable."""
+    return _asked(
+        repo_id, f"{repo_id}: listing its branches", f"list the branches of {repo_id}", lambda hub: hub.refs(),
+        endpoint, token, timeout,
+    )  # fmt: skip
+
+
+def _asked(repo_id: str, doing: str, to: str, ask, endpoint, token, timeout):
+    """ask(hub) for one API answer: refused offline, an unreachable hub one line naming `to`."""
     if offline():
         raise SourceUnavailable(
-            f"{repo_id}: listing its branches needs the hub and HF_HUB_OFFLINE=1 is set: unset it where the hub is reachable"
+            f"{doing} needs the hub and HF_HUB_OFFLINE=1 is set: unset it where the hub is reachable"
         )
     hub = Hub.connect(repo_id, endpoint, token, timeout=timeout)
     try:
-        return hub.refs()
+        return ask(hub)
     except Unreachable as e:
-        if e.status is not None or isinstance(e, Stalled):
+        if e.status is not None or isinstance(e, Stalled):  # 429/5xx retried, or it answered: the message says so
             raise
         raise SourceUnavailable(
-            f"cannot reach the Hugging Face hub at {hub.endpoint} to list the branches of {repo_id} "
+            f"cannot reach the Hugging Face hub at {hub.endpoint} to {to} "
             f"({type(e.__cause__ or e).__name__}): check the network and HF_ENDPOINT, then rerun"
         ) from e
 
