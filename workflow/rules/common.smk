@@ -245,7 +245,8 @@ if SWEPT:
 def write_catalogue_file(path, log):
     """The catalogue (of CATALOGUES) written at `path`, found by its path: the rule's name
     changes when the workflow is used as a module. Without sweep columns when it holds no
-    swept model, so that a catalogue listed beside a sweep's is aggregated as on its own."""
+    swept model, so that a catalogue listed beside a sweep's is aggregated as on its own.
+    """
     slugs = next(s for p, s in CATALOGUES.values() if p == path)
     rows = [MODELS[slug] for slug in slugs]
     if not any(row.get("sweep") for row in rows):

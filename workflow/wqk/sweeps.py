@@ -18,10 +18,10 @@ import re
 from dataclasses import dataclass
 
 from .errors import WqkError
+from .ids import is_commit
 from .ids import slug as make_slug
 
 _PATTERN = re.compile(r"(?P<pattern>[^~,@]*\{N\}[^~,@]*)(?:~(?P<count>[1-9][0-9]*))?")
-_COMMIT = re.compile(r"[0-9a-f]{40}")
 SWEEP_COLUMNS = ("sweep", "step")  # what an expanded line carries instead of `revisions`
 
 
@@ -86,9 +86,9 @@ def parse(cell: str) -> list[Revision] | Pattern | None:
     revisions, seen = [], set()
     for item in cell.split(","):
         name, _, commit = item.strip().partition("@")
-        if not name or (commit and not _COMMIT.fullmatch(commit)):
+        if not name or (commit and not is_commit(commit)):
             raise SweepError(f"{item.strip()!r} in {cell!r}: give each revision as NAME or NAME@COMMIT (40 hex digits)")
-        if _COMMIT.fullmatch(name):
+        if is_commit(name):
             raise SweepError(f"{name} is a bare commit: name it, as NAME@{name} (its training step is read from NAME)")
         if name in seen:
             raise SweepError(f"{name} is listed twice in {cell!r}")
@@ -134,3 +134,10 @@ def pin(cell: str, refs: dict[str, str], repo: str = "the repo") -> str:
     if missing:
         raise SweepError(f"{repo} has no branch or tag {', '.join(missing)}")
     return format_cell([r if r.commit else Revision(r.name, refs[r.name], r.step) for r in revisions])
+
+
+def training_fraction(frame, by=("sweep", "stack")):
+    """Each row's step over the last step of its history (the rows sharing `by`); 0 where the
+    last step is 0. `frame` is a pandas DataFrame with a `step` column."""
+    last = frame.groupby(list(by))["step"].transform("max")
+    return frame["step"] / last.where(last > 0, 1)

@@ -105,9 +105,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
                 f"input {path} is not a readable Parquet file ({str(e).splitlines()[0]}): truncated or corrupt? "
                 "run the step that writes it again"
             ) from None
-    if path.suffix in (".tsv", ".tab"):
-        return pd.read_csv(path, sep="\t")
-    return pd.read_csv(path)
+    # pandas 3's read_csv leaves a block per column; consolidated, as read_parquet's, a wide
+    # table takes new columns without a PerformanceWarning.
+    return pd.read_csv(path, sep="\t" if path.suffix in (".tsv", ".tab") else ",").copy()
 
 
 def load_inputs(module, inputs: dict[str, str], kwargs: dict) -> dict[str, pd.DataFrame]:

@@ -11,12 +11,11 @@ atomically, and not at all when a revision cannot be resolved."""
 from __future__ import annotations
 
 import csv
-import re
 import shutil
 import sys
 from pathlib import Path
 
-_COMMIT = re.compile(r"[0-9a-f]{40}")
+from ..ids import is_commit
 
 
 def add_arguments(p) -> None:
@@ -65,7 +64,7 @@ def run(args) -> int:
         if "revision" not in header:
             counts["other"] += 1
             continue
-        if _COMMIT.fullmatch(revision):
+        if is_commit(revision):
             counts["already"] += 1
             print(f"pin: {cells['model_id'].strip()}: {src.repo}@{revision} is a commit already", file=sys.stderr)
             continue

@@ -17,6 +17,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..report_data import first_seed
+from ..sweeps import training_fraction
 from . import DOUBLE, OBJECTIVE_ORDER, colour, legend_columns, new_figure, no_data, score_axis, style
 from ._training import NAMES
 
@@ -28,11 +29,8 @@ OUR_STYLES = ("--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)))
 
 def histories(sweeps: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
     """(swept model, stack, its revisions in step order with `fraction`) of every history."""
-    out = []
-    for (sweep, stack), g in sweeps.groupby(["sweep", "stack"], sort=True):
-        g = g.sort_values("step")
-        last = g["step"].max()
-        out.append((sweep, stack, g.assign(fraction=g["step"] / last if last > 0 else 0.0)))
+    sweeps = sweeps.assign(fraction=training_fraction(sweeps))
+    out = [(sweep, stack, g.sort_values("step")) for (sweep, stack), g in sweeps.groupby(["sweep", "stack"], sort=True)]
     rank = {o: i for i, o in enumerate(OBJECTIVE_ORDER)}
     return sorted(out, key=lambda h: (rank.get(h[2]["objective"].iloc[0], 9), h[0], h[1]))
 
@@ -46,16 +44,12 @@ def our_runs(summary: pd.DataFrame | None, dataset=None, size=None) -> list[tupl
         df = df[df["dataset"].astype(str) == str(dataset)]
     if size is not None:
         df = df[df["size"].astype(str) == str(size)]
-    out = []
-    for (objective, size_, dataset_), g in df.groupby(["objective", "size", "dataset"], sort=True):
-        g = g.sort_values("step")
-        out.append(
-            (
-                f"ours: {NAMES.get(objective, objective)}, {size_}, {dataset_}",
-                g.assign(fraction=g["step"] / g["step"].max()),
-            )
-        )
-    return out
+    by = ["objective", "size", "dataset"]
+    df = df.assign(fraction=training_fraction(df, by))
+    return [
+        (f"ours: {NAMES.get(objective, objective)}, {size_}, {dataset_}", g.sort_values("step"))
+        for (objective, size_, dataset_), g in df.groupby(by, sort=True)
+    ]
 
 
 def draw(data: dict, dataset=None, size=None, width=DOUBLE, height=2.6):

@@ -21,13 +21,13 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..catalogue import load_catalogue
 from ..errors import WqkError
+from ..ids import is_commit
 
 # Licences (the hub's identifiers) under which a model's weights, and so its Q_h and K_h, may be
 # passed on. Anything else, and a row that names none, keeps the model's matrices out.
@@ -125,9 +125,9 @@ def provenance(rows: list[dict], inputs: Inputs) -> tuple[list[dict], dict[str, 
             "slug": row["slug"],
             "source": row["source"],
             "revision": row["revision"],
-            "pinned": bool(re.fullmatch(r"[0-9a-f]{40}", row["revision"] or "")),
+            "pinned": is_commit(row["revision"]),
             "model_type": first[0]["model_type"] if first else "",
-            "commit": prov if re.fullmatch(r"[0-9a-f]{40}", prov) else "",
+            "commit": prov if is_commit(prov) else "",
             "weights_xxh3": prov.removeprefix("xxh3:") if prov.startswith("xxh3:") else "",
             "scores_sha256": sha256(scores),
             "licence": licence,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..contracts import stack_rank
+from ..sweeps import training_fraction
 from ._common import score_columns
 
 CAPTION = (
@@ -22,14 +23,13 @@ def build(data: dict) -> pd.DataFrame:
     key = pd.DataFrame({"sweep": df["sweep"], "stack": df["stack"].map(stack_rank), "step": df["step"]})
     df = df.loc[key.sort_values(list(key.columns), kind="stable").index].reset_index(drop=True)
     layers, heads = score_columns(df), score_columns(df, prefix="head_")
-    last = df.groupby(["sweep", "stack"])["step"].transform("max")
     return pd.DataFrame(
         {
             "model": df["sweep"],
             "stack": df["stack"],
             "objective": df["objective"],
             "step": df["step"].astype("int64"),
-            "fraction of training": (df["step"] / last.where(last > 0, 1)).map(lambda v: f"{v:.3g}"),
+            "fraction of training": training_fraction(df).map(lambda v: f"{v:.3g}"),
             "revision": df["model"].str.rsplit("@", n=1).str[-1],
             "symmetry (layers)": layers["symmetry"],
             "directionality (layers)": layers["directionality"],

@@ -23,7 +23,8 @@ Modules, each calling only those below it:
     select   which tensors (the record's, else `is_qk_tensor`) and weight files a fetch takes
     checks   config.json and indexes as the hub sent them; finished cache folders
     client   `Hub`: the HTTP client, hub errors as one-line SourceUnavailable, offline, retries,
-             every answer checked against its request, progress deadlines
+             every answer checked against its request, progress deadlines; a repo's refs
+    listing  `GET /api/models`: the models a query matches, for `wqk catalogue` (uses client)
 Hub ids are parsed by `wqk.checkpoints.source.parse_source`, not here.
 """
 

@@ -16,20 +16,17 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from ...errors import CorruptCheckpoint, SourceUnavailable
-from ...ids import slug
+from ...ids import is_commit, slug
 from .checks import MANIFEST, folder_problem, hub_json
 from .client import Hub, Unreachable
 from .ranges import Interrupted, fetch_qk, fsync_dir
 from .select import Factory, tensor_picker, weight_files
-
-_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 def cache_root(cache_dir=None) -> Path:
@@ -53,14 +50,14 @@ def _ref_path(base: Path, revision: str) -> Path:
 def finished(base: Path, revision: str | None, suffix: str, use_refs: bool = False) -> Path | None:
     """Our finished folder for a commit sha, or (use_refs: offline, or the hub unreachable)
     for a branch/tag we resolved before; online, branches are re-resolved."""
-    if revision is None or not _SHA.fullmatch(revision):
+    if not is_commit(revision):
         if not use_refs:
             return None
         ref = _ref_path(base, revision or "main")
         if not ref.exists():
             return None
         revision = ref.read_text().strip()
-        if not _SHA.fullmatch(revision):
+        if not is_commit(revision):
             return None
     for name in (f"{revision}{suffix}", f"{revision}-all"):  # whole files serve q/k too
         if (base / name / ".revision").exists():
@@ -76,7 +73,7 @@ def from_hf_cache(hub: Hub, base: Path, revision: str | None, suffix: str) -> Pa
     except SourceUnavailable:
         return None
     sha = config.parent.name
-    if not _SHA.fullmatch(sha):  # the HF cache names snapshots by the commit the hub sent
+    if not is_commit(sha):  # the HF cache names snapshots by the commit the hub sent
         return None
     done = finished(base, sha, suffix)
     if done is not None:
@@ -106,7 +103,7 @@ def build(
     ranges of safetensors shards (qk_only) or whole files linked from the HF cache. force: built
     again from the hub (whole files downloaded again), replacing a finished folder. tensors:
     config.json -> the tensors to take (select.tensor_picker; None: the name heuristic)."""
-    if not _SHA.fullmatch(sha):
+    if not is_commit(sha):
         raise SourceUnavailable(f"{hub.repo_id}: {sha!r} is not a 40-hex commit id: refusing it")
     if "config.json" not in files:
         raise SourceUnavailable(

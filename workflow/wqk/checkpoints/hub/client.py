@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import SourceUnavailable, WqkError
+from ...ids import is_commit
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,6 @@ RETRIES = 5  # per request, on 429 and 5xx
 BACKOFF_S = 1.0  # first wait when the hub names none; doubles
 MAX_WAIT_S = 60.0  # the longest wait, Retry-After included
 sleep = time.sleep  # patched by tests
-_COMMIT = re.compile(r"[0-9a-f]{40}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 # progress deadlines of one request's body: (env var, default, what it bounds)
 DEADLINES = {
@@ -201,7 +201,7 @@ class Hub:
                 return api.model_info(self.repo_id, revision=revision, timeout=self.timeout)
 
         info = self._retrying(ask, f"the revision {revision or 'main'} of {self.repo_id}")
-        if not isinstance(info.sha, str) or not _COMMIT.fullmatch(info.sha):
+        if not isinstance(info.sha, str) or not is_commit(info.sha):
             raise SourceUnavailable(
                 f"{self.repo_id}: the hub at {self.endpoint} sent {info.sha!r} as the commit of "
                 f"{revision or 'main'}, not 40 hex digits: refusing it (check HF_ENDPOINT)"
@@ -226,7 +226,7 @@ class Hub:
         refs = {}
         for item in (answer.get("branches", []) + answer.get("tags", [])) if isinstance(answer, dict) else [None]:
             name, sha = (item.get("name"), item.get("targetCommit")) if isinstance(item, dict) else (None, None)
-            if not isinstance(name, str) or not isinstance(sha, str) or not _COMMIT.fullmatch(sha):
+            if not isinstance(name, str) or not is_commit(sha):
                 raise BadAnswer(
                     f"{self.repo_id}: the hub at {self.endpoint} listed its branches as something other than "
                     f"names and 40-hex commits ({str(item)[:120]}): check HF_ENDPOINT and any proxy or mirror"

@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ...errors import SourceUnavailable, WqkError
-from .client import _COMMIT, Hub, Unreachable, _token_sent, _transport_errors, offline
+from ...ids import is_commit
+from .client import Hub, Unreachable, _token_sent, _transport_errors, offline
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ def _listed(item: dict) -> Listed:
     sha, config, downloads = item.get("sha"), item.get("config"), item.get("downloads")
     return Listed(
         repo_id=item["id"],
-        sha=sha if isinstance(sha, str) and _COMMIT.fullmatch(sha) else None,
+        sha=sha if is_commit(sha) else None,
         config=config if isinstance(config, dict) else {},
         n_params=total if isinstance(total, int) and total > 0 else None,
         downloads=downloads if isinstance(downloads, int) else 0,
