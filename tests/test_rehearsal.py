@@ -93,6 +93,52 @@ def test_the_swept_model_is_drawn_along_training_from_its_own_branches(rehearsal
         assert (run / "figures" / f"sweep_dynamics.{ext}").stat().st_size > 0
 
 
+def test_the_release_carries_the_sweep_apart(rehearsal):
+    """`snakemake release` after the run: the sweep's aggregate as data/sweep_* byte for byte, the
+    population's tables without it, every revision in provenance.csv with its own weights hash
+    and scores hash, every column described, Croissant record sets for the sweep."""
+    import csv
+    import hashlib
+    import subprocess
+
+    import mlcroissant as mlc
+    import pandas as pd
+
+    run = rehearsal["dirs"][0]
+    cmd = [str(rehearse.BIN / "snakemake"), "release", "--cores", "2", "--configfile", "rehearsal-config.yaml"]
+    r = subprocess.run(cmd, cwd=run, env=rehearse.environment(run, rehearsal["hub"]), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-5000:]
+    (bundle,) = (run / "release").iterdir()
+    for table in ("models", "layers", "heads"):
+        released = (bundle / "data" / f"sweep_{table}.parquet").read_bytes()
+        assert released == (run / "results" / "aggregate_sweeps" / f"{table}.parquet").read_bytes()
+        assert (bundle / "data" / f"{table}.parquet").read_bytes() == (
+            run / "results" / "aggregate" / f"{table}.parquet"
+        ).read_bytes()
+    assert (bundle / "catalogue/catalogue_sweeps.tsv").read_bytes() == (
+        run / "results/catalogue_sweeps.tsv"
+    ).read_bytes()
+    swept = load_catalogue(rehearse.ROOT / "config" / "catalogue" / "sweeps.tsv")
+    with open(bundle / "catalogue/provenance.csv", newline="") as f:
+        prov = {row["model_id"]: row for row in csv.DictReader(f)}
+    assert set(prov) == {r["model_id"] for r in swept} | set(rehearsal["models"])
+    for row in swept:  # each revision's own weights and its own scores file
+        entry = prov[row["model_id"]]
+        scores = run / "results" / "scores" / f"{row['slug']}.parquet"
+        assert entry["scores_sha256"] == hashlib.sha256(scores.read_bytes()).hexdigest()
+        assert entry["revision"] == row["revision"] and entry["weights_xxh3"], entry
+    assert len({prov[r["model_id"]]["weights_xxh3"] for r in swept}) == len(swept)
+    card = (bundle / "README.md").read_text()
+    for column in pd.read_parquet(bundle / "data/sweep_models.parquet").columns:
+        assert re.search(rf"^\| `{re.escape(column)}` \| \S+ \| \S", card, re.M), column
+    assert "### sweep_models" in card and "catalogue_sweeps.tsv" in card
+    dataset = mlc.Dataset(jsonld=bundle / "croissant.json")
+    sets = {rs.name for rs in dataset.metadata.record_sets}
+    assert {"sweep_models", "sweep_layers", "sweep_heads"} <= sets
+    steps = sorted(int(rec["sweep_models/step"]) for rec in dataset.records("sweep_models"))
+    assert steps == sorted(row["step"] for row in swept)
+
+
 def test_two_rehearsals_from_scratch_are_byte_identical(rehearsal):
     first, second = (r["outputs"] for r in rehearsal["runs"])
     assert len(first) >= 40

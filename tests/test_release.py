@@ -23,7 +23,8 @@ import yaml
 from rehearse import copy_workflow
 from test_workflow import ROOT, TEST_CONFIG, TIMEOUT, snakemake
 from wqk.catalogue import load_catalogue
-from wqk.release import REDISTRIBUTABLE, card, columns, redistributable
+from wqk.errors import WqkError
+from wqk.release import REDISTRIBUTABLE, Inputs, card, columns, redistributable
 
 LICENSED = "sentence-transformers/all-MiniLM-L6-v2"  # Apache-2.0 on the hub
 SHOTS = Path("/tmp/explorer_shots")
@@ -53,6 +54,18 @@ def test_column_dictionary_says_which_m_and_the_signs():
     assert "per-model medians" in columns.describe("directionality_q25", "groups")
     assert "s(16)" in columns.describe("head_rotary_symmetry_d16_median", "models")
     assert columns.describe("no_such_column") == ""
+    # the sweeps' tables (data/sweep_*) are described as the tables whose columns they have
+    assert "head's M_h" in columns.describe("directionality", "sweep_heads")
+    assert "layer's M = Q K^T" in columns.describe("symmetry", "sweep_layers")
+    assert "training step" in columns.describe("step", "sweep_models")
+
+
+def test_a_release_with_sweeps_takes_their_aggregate_and_their_catalogue_together(tmp_path):
+    paths = {k: tmp_path / k for k in ("aggregate_dir", "catalogue", "scores_dir", "config", "lock", "citation")}
+    for half in ({"sweeps_dir": tmp_path}, {"sweeps_catalogue": tmp_path / "catalogue_sweeps.tsv"}):
+        with pytest.raises(WqkError, match="needs both"):
+            Inputs(**paths, **half)
+    assert Inputs(**paths, sweeps_dir=tmp_path, sweeps_catalogue=tmp_path / "c.tsv").sweeps_dir == tmp_path
 
 
 def test_catalogue_licence_column_is_optional(tmp_path):

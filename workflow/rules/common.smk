@@ -370,7 +370,7 @@ def get_explorer_code(wildcards=None):
 
 def get_release_input(wildcards=None):
     products = registry_targets(PLAN)
-    # the population's models (the release does not carry revision sweeps yet)
+    # matrices of the population's models only; the swept revisions' scores and aggregate apart
     licensed = [s for s in POPULATION if redistributable(MODELS[s].get("licence"))]
     validation = config["activate"]["validation"]
     return {
@@ -386,7 +386,21 @@ def get_release_input(wildcards=None):
             ],
         ),
         "catalogue": "results/catalogue.tsv",
-        "scores": expand("results/scores/{slug}.parquet", slug=POPULATION),
+        "scores": expand("results/scores/{slug}.parquet", slug=POPULATION + SWEPT),
+        "sweeps": (
+            expand(
+                "results/aggregate_sweeps/{name}",
+                name=[
+                    "models.parquet",
+                    "models.csv",
+                    "layers.parquet",
+                    "heads.parquet",
+                ],
+            )
+            if SWEPT
+            else []
+        ),
+        "catalogue_sweeps": ["results/catalogue_sweeps.tsv"] if SWEPT else [],
         "null": get_population_null(),
         "matrices": expand("results/matrices/{slug}.parquet", slug=licensed),
         "validation": (
@@ -408,4 +422,7 @@ def release_folder_flags(wildcards, input):
     ]
     if input.null:
         flags.append(f"--null-dir {os.path.dirname(input.null[0])}")
+    if input.sweeps:
+        flags.append(f"--sweeps-dir {os.path.dirname(input.sweeps[0])}")
+        flags.append(f"--sweeps-catalogue {input.catalogue_sweeps[0]}")
     return " ".join(flags)

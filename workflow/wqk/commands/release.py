@@ -17,6 +17,8 @@ def add_arguments(p):
     p.add_argument("--scores-dir", required=True, type=Path, help="DIR/<slug>.parquet of every catalogue model")
     p.add_argument("--null-dir", type=Path, help="DIR/<slug>.parquet: the null reference of every model")
     p.add_argument("--matrices-dir", type=Path, help="DIR/<slug>.parquet: Q_h, K_h (only licence-allowed ones go in)")
+    p.add_argument("--sweeps-dir", type=Path, help="results/aggregate_sweeps, with --sweeps-catalogue")
+    p.add_argument("--sweeps-catalogue", type=Path, help="results/catalogue_sweeps.tsv, with --sweeps-dir")
     p.add_argument("--validation", nargs="*", default=[], type=Path, help="the comparison with the paper (CSV)")
     p.add_argument("--tables", nargs="*", default=[], type=Path, help="table files (CSV, Markdown, LaTeX)")
     p.add_argument("--figures", nargs="*", default=[], type=Path, help="figure files (PDF, PNG)")
@@ -44,6 +46,8 @@ def run(args) -> int:
         validation=args.validation,
         tables=args.tables,
         figures=args.figures,
+        sweeps_dir=args.sweeps_dir,
+        sweeps_catalogue=args.sweeps_catalogue,
     )
     bundle = release.build(inputs, args.name, args.release_version or __version__)
     written = release.write(bundle, args.out)

@@ -5,9 +5,12 @@
     croissant.json       Croissant 1.0 metadata of the tables (release.croissant)
     SHA256SUMS           every other file's sha256, as `sha256sum -c` reads it
     data/                models, groups, layers, heads (+ CSV of models and groups) and the null
-                         reference of every model (null_reference.parquet), as aggregated
-    catalogue/           the catalogue as run (revisions as pinned) and provenance.csv: per model
-                         its hub commit or weights hash and the sha256 of its scores file
+                         reference of every model (null_reference.parquet), as aggregated; with
+                         revision sweeps (wqk.sweeps), sweep_models, sweep_layers, sweep_heads
+                         (+ CSV of sweep_models): results/aggregate_sweeps, one row per revision
+    catalogue/           the catalogue as run (revisions as pinned), catalogue_sweeps.tsv with
+                         sweeps, and provenance.csv: per model (and swept revision) its hub commit
+                         or weights hash and the sha256 of its scores file
     validation/, tables/, figures/   the comparison with the paper and the errata, every table and figure
     matrices/            Q_h, K_h of the models whose catalogue `licence` allows redistribution only
     run/                 the config used, requirements.lock, the wqk version
@@ -37,6 +40,7 @@ REDISTRIBUTABLE = frozenset(
 TABLES = ("models", "groups", "layers", "heads")
 CSV_TABLES = ("models", "groups")  # the small ones
 NULL_TABLE = "null_reference"
+SWEEP_TABLES = ("models", "layers", "heads")  # of the sweeps' aggregate, as data/sweep_<table>
 SUMS = "SHA256SUMS"
 MARKERS = (SUMS, "croissant.json")
 
@@ -56,6 +60,12 @@ class Inputs:
     validation: list[Path] = field(default_factory=list)
     tables: list[Path] = field(default_factory=list)
     figures: list[Path] = field(default_factory=list)
+    sweeps_dir: Path | None = None  # results/aggregate_sweeps, with sweeps_catalogue
+    sweeps_catalogue: Path | None = None
+
+    def __post_init__(self):
+        if (self.sweeps_dir is None) != (self.sweeps_catalogue is None):
+            raise WqkError("a release with revision sweeps needs both their aggregate folder and their catalogue")
 
 
 def write_config(config, out: str | Path, log: str | Path) -> None:
@@ -156,6 +166,12 @@ def files(inputs: Inputs, name: str, version: str) -> dict[str, bytes | Path]:
     if inputs.null_dir is not None and (null := null_table(inputs.null_dir, [r["slug"] for r in rows])) is not None:
         out[f"data/{NULL_TABLE}.parquet"] = null
     out["catalogue/catalogue.tsv"] = inputs.catalogue
+    if inputs.sweeps_dir is not None:
+        for table in SWEEP_TABLES:
+            out[f"data/sweep_{table}.parquet"] = inputs.sweeps_dir / f"{table}.parquet"
+        out["data/sweep_models.csv"] = inputs.sweeps_dir / "models.csv"
+        out["catalogue/catalogue_sweeps.tsv"] = inputs.sweeps_catalogue
+        rows = rows + load_catalogue(inputs.sweeps_catalogue)  # each revision's provenance too
     prov, matrices = provenance(rows, inputs)
     out["catalogue/provenance.csv"] = _csv(prov, list(prov[0]))
     out |= matrices

@@ -18,6 +18,9 @@ ROWS = {
     "layers": "one layer of one stack: the scores of the layer form M = sum_h M_h = Q K^T (all heads side by side)",
     "heads": "one head of one layer: the scores of that head's M_h = Q_h K_h^T",
     "null_reference": "one layer or head (column `scope`) of a model's null reference: random Gaussian Q, K of its shapes",
+    "sweep_models": "one revision (column `step`) of a model published along its training, and stack: as in models",
+    "sweep_layers": "one layer of one stack of one revision of a swept model: as in layers",
+    "sweep_heads": "one head of one layer of one revision of a swept model: as in heads",
     "provenance": "one model: where its weights came from, what its scores file hashes to",
 }
 DEFAULT = "models"
@@ -55,7 +58,16 @@ def tables(bundle: dict) -> list[Table]:
     import pandas as pd
 
     out = []
-    for name in ("models", "groups", "layers", "heads", "null_reference"):
+    for name in (
+        "models",
+        "groups",
+        "layers",
+        "heads",
+        "null_reference",
+        "sweep_models",
+        "sweep_layers",
+        "sweep_heads",
+    ):
         path = f"data/{name}.parquet"
         if path not in bundle:
             continue
@@ -183,7 +195,14 @@ def render(name: str, version: str, tables_: list[Table], cite: Citation, bundle
         "- `catalogue/catalogue.tsv`: the models as run, with their hub revisions as pinned (`revision`); "
         "`catalogue/provenance.csv`: per model the hub commit of its weights (`commit`) or a hash of its weight "
         "files (`weights_xxh3`), and the sha256 of its scores file.\n"
-        f"- `figures/`: {len(figures)} files (PDF and PNG of each figure); `tables/` and `validation/`: "
+        + (
+            "- `data/sweep_*`, `catalogue/catalogue_sweeps.tsv`: models published along their training, each "
+            "revision scored on its own (`model` is `<id>@<revision>`, `sweep` the model, `step` its training "
+            "step); kept apart from the other tables, whose population they are not part of.\n"
+            if "catalogue/catalogue_sweeps.tsv" in bundle
+            else ""
+        )
+        + f"- `figures/`: {len(figures)} files (PDF and PNG of each figure); `tables/` and `validation/`: "
         f"{len(other)} files (each table as CSV, Markdown and LaTeX; the comparison with the paper and its errata "
         "where the run made them).\n"
         + (

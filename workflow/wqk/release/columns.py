@@ -41,6 +41,8 @@ PLAIN = {
     "n_params": "number of parameters (the catalogue's; empty when unknown)",
     "synthetic": "true for tiny random models and null references: never data",
     "figure": "the paper's figures and tables the model belongs to (the catalogue's figure keys)",
+    "sweep": "the model this row is a revision of (a revision sweep: checkpoints published along its training)",
+    "step": "the training step of the revision (the number in its branch name, e.g. step1000)",
     "in_paper": "true when the paper plotted this stack of the model (the catalogue's paper_stacks)",
     "layer": "layer index, from 0",
     "head": "query head index, from 0 (with grouped-query attention, key head = head // group)",
@@ -94,6 +96,7 @@ def metric(name: str) -> str | None:
 
 def describe(column: str, table: str = "") -> str:
     """What a column of a released table holds ('' when it is not known)."""
+    table = table.removeprefix("sweep_")  # the sweeps' tables have the columns of the others
     if column in PLAIN:
         return PLAIN[column]
     if (text := metric(column)) is not None:
