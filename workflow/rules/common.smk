@@ -344,6 +344,8 @@ from wqk import code_graph  # noqa: E402
 from wqk.explorer import code_files as explorer_assets  # noqa: E402
 from wqk.release import write_config as write_release_config  # noqa: E402
 from wqk.release import redistributable  # noqa: E402
+from wqk.release import SWEEP_CSV_TABLES, SWEEP_TABLES  # noqa: E402
+from wqk.release import aggregate_files as release_aggregate_files  # noqa: E402
 from wqk.version import __version__ as WQK_VERSION  # noqa: E402
 
 EXPLORER = "results/explorer"
@@ -374,28 +376,13 @@ def get_release_input(wildcards=None):
     licensed = [s for s in POPULATION if redistributable(MODELS[s].get("licence"))]
     validation = config["activate"]["validation"]
     return {
-        "aggregate": expand(
-            "results/aggregate/{name}",
-            name=[
-                "models.parquet",
-                "models.csv",
-                "groups.parquet",
-                "groups.csv",
-                "layers.parquet",
-                "heads.parquet",
-            ],
-        ),
+        "aggregate": expand("results/aggregate/{name}", name=release_aggregate_files()),
         "catalogue": "results/catalogue.tsv",
         "scores": expand("results/scores/{slug}.parquet", slug=POPULATION + SWEPT),
         "sweeps": (
             expand(
                 "results/aggregate_sweeps/{name}",
-                name=[
-                    "models.parquet",
-                    "models.csv",
-                    "layers.parquet",
-                    "heads.parquet",
-                ],
+                name=release_aggregate_files(SWEEP_TABLES, SWEEP_CSV_TABLES),
             )
             if SWEPT
             else []

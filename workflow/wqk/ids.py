@@ -10,11 +10,11 @@ SLUG_PATTERN = r"[a-z0-9._-]+"
 
 
 # A git commit as the hub names one: a revision pinned to it never moves.
-COMMIT = re.compile(r"[0-9a-f]{40}")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 def is_commit(revision) -> bool:
-    return isinstance(revision, str) and COMMIT.fullmatch(revision) is not None
+    return isinstance(revision, str) and _COMMIT.fullmatch(revision) is not None
 
 
 def slug(model_id: str) -> str:

@@ -41,6 +41,7 @@ TABLES = ("models", "groups", "layers", "heads")
 CSV_TABLES = ("models", "groups")  # the small ones
 NULL_TABLE = "null_reference"
 SWEEP_TABLES = ("models", "layers", "heads")  # of the sweeps' aggregate, as data/sweep_<table>
+SWEEP_CSV_TABLES = ("models",)
 SUMS = "SHA256SUMS"
 MARKERS = (SUMS, "croissant.json")
 
@@ -66,6 +67,12 @@ class Inputs:
     def __post_init__(self):
         if (self.sweeps_dir is None) != (self.sweeps_catalogue is None):
             raise WqkError("a release with revision sweeps needs both their aggregate folder and their catalogue")
+
+
+def aggregate_files(tables=TABLES, csv_tables=CSV_TABLES) -> list[str]:
+    """The files of an aggregate folder that a release copies (the population's by default;
+    the sweeps' with SWEEP_TABLES, SWEEP_CSV_TABLES): the workflow's inputs of the release."""
+    return [f"{t}.parquet" for t in tables] + [f"{t}.csv" for t in csv_tables]
 
 
 def write_config(config, out: str | Path, log: str | Path) -> None:
@@ -158,18 +165,15 @@ def files(inputs: Inputs, name: str, version: str) -> dict[str, bytes | Path]:
     the file to copy."""
     agg = inputs.aggregate_dir
     out: dict[str, bytes | Path] = {}
-    for table in TABLES:
-        out[f"data/{table}.parquet"] = agg / f"{table}.parquet"
-    for table in CSV_TABLES:
-        out[f"data/{table}.csv"] = agg / f"{table}.csv"
+    for name in aggregate_files():
+        out[f"data/{name}"] = agg / name
     rows = load_catalogue(inputs.catalogue)
     if inputs.null_dir is not None and (null := null_table(inputs.null_dir, [r["slug"] for r in rows])) is not None:
         out[f"data/{NULL_TABLE}.parquet"] = null
     out["catalogue/catalogue.tsv"] = inputs.catalogue
     if inputs.sweeps_dir is not None:
-        for table in SWEEP_TABLES:
-            out[f"data/sweep_{table}.parquet"] = inputs.sweeps_dir / f"{table}.parquet"
-        out["data/sweep_models.csv"] = inputs.sweeps_dir / "models.csv"
+        for name in aggregate_files(SWEEP_TABLES, SWEEP_CSV_TABLES):
+            out[f"data/sweep_{name}"] = inputs.sweeps_dir / name
         out["catalogue/catalogue_sweeps.tsv"] = inputs.sweeps_catalogue
         rows = rows + load_catalogue(inputs.sweeps_catalogue)  # each revision's provenance too
     prov, matrices = provenance(rows, inputs)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from . import NULL_TABLE, SWEEP_TABLES, TABLES
 from .columns import M, describe
 
 ROWS = {
@@ -58,16 +59,7 @@ def tables(bundle: dict) -> list[Table]:
     import pandas as pd
 
     out = []
-    for name in (
-        "models",
-        "groups",
-        "layers",
-        "heads",
-        "null_reference",
-        "sweep_models",
-        "sweep_layers",
-        "sweep_heads",
-    ):
+    for name in (*TABLES, NULL_TABLE, *(f"sweep_{t}" for t in SWEEP_TABLES)):
         path = f"data/{name}.parquet"
         if path not in bundle:
             continue

@@ -201,7 +201,7 @@ class Hub:
                 return api.model_info(self.repo_id, revision=revision, timeout=self.timeout)
 
         info = self._retrying(ask, f"the revision {revision or 'main'} of {self.repo_id}")
-        if not isinstance(info.sha, str) or not is_commit(info.sha):
+        if not is_commit(info.sha):
             raise SourceUnavailable(
                 f"{self.repo_id}: the hub at {self.endpoint} sent {info.sha!r} as the commit of "
                 f"{revision or 'main'}, not 40 hex digits: refusing it (check HF_ENDPOINT)"
