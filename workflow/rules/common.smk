@@ -344,8 +344,8 @@ from wqk import code_graph  # noqa: E402
 from wqk.explorer import code_files as explorer_assets  # noqa: E402
 from wqk.release import write_config as write_release_config  # noqa: E402
 from wqk.release import redistributable  # noqa: E402
-from wqk.release import SWEEP_CSV_TABLES, SWEEP_TABLES  # noqa: E402
-from wqk.release import aggregate_files as release_aggregate_files  # noqa: E402
+from wqk.release.files import SWEEP_CSV_TABLES, SWEEP_TABLES  # noqa: E402
+from wqk.release.files import aggregate_files as release_aggregate_files  # noqa: E402
 from wqk.version import __version__ as WQK_VERSION  # noqa: E402
 
 EXPLORER = "results/explorer"

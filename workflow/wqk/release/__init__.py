@@ -31,17 +31,13 @@ from pathlib import Path
 from ..catalogue import load_catalogue
 from ..errors import WqkError
 from ..ids import is_commit
+from .files import NULL_TABLE, SWEEP_CSV_TABLES, SWEEP_TABLES, aggregate_files
 
 # Licences (the hub's identifiers) under which a model's weights, and so its Q_h and K_h, may be
 # passed on. Anything else, and a row that names none, keeps the model's matrices out.
 REDISTRIBUTABLE = frozenset(
     {"apache-2.0", "mit", "bsd-2-clause", "bsd-3-clause", "cc0-1.0", "cc-by-4.0", "cc-by-sa-4.0", "unlicense"}
 )
-TABLES = ("models", "groups", "layers", "heads")
-CSV_TABLES = ("models", "groups")  # the small ones
-NULL_TABLE = "null_reference"
-SWEEP_TABLES = ("models", "layers", "heads")  # of the sweeps' aggregate, as data/sweep_<table>
-SWEEP_CSV_TABLES = ("models",)
 SUMS = "SHA256SUMS"
 MARKERS = (SUMS, "croissant.json")
 
@@ -67,12 +63,6 @@ class Inputs:
     def __post_init__(self):
         if (self.sweeps_dir is None) != (self.sweeps_catalogue is None):
             raise WqkError("a release with revision sweeps needs both their aggregate folder and their catalogue")
-
-
-def aggregate_files(tables=TABLES, csv_tables=CSV_TABLES) -> list[str]:
-    """The files of an aggregate folder that a release copies (the population's by default;
-    the sweeps' with SWEEP_TABLES, SWEEP_CSV_TABLES): the workflow's inputs of the release."""
-    return [f"{t}.parquet" for t in tables] + [f"{t}.csv" for t in csv_tables]
 
 
 def write_config(config, out: str | Path, log: str | Path) -> None:

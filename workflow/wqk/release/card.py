@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from . import NULL_TABLE, SWEEP_TABLES, TABLES
 from .columns import M, describe
+from .files import NULL_TABLE, SWEEP_TABLES, TABLES
 
 ROWS = {
     "models": "one model and stack: medians and quartiles over its layers (the paper's) and over its heads",
