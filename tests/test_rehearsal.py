@@ -14,6 +14,7 @@ import pytest
 import rehearse
 from standin_hub import build, start
 from wqk.catalogue import load_catalogue
+from wqk.ids import is_commit
 
 pytestmark = pytest.mark.slow
 
@@ -95,8 +96,8 @@ def test_the_swept_model_is_drawn_along_training_from_its_own_branches(rehearsal
 
 def test_the_release_carries_the_sweep_apart(rehearsal):
     """`snakemake release` after the run: the sweep's aggregate as data/sweep_* byte for byte, the
-    population's tables without it, every revision in provenance.csv with its own weights hash
-    and scores hash, every column described, Croissant record sets for the sweep."""
+    population's tables without it, every revision in provenance.csv with the hub commit of its weights
+    and its scores hash, every column described, Croissant record sets for the sweep."""
     import csv
     import hashlib
     import subprocess
@@ -126,8 +127,10 @@ def test_the_release_carries_the_sweep_apart(rehearsal):
         entry = prov[row["model_id"]]
         scores = run / "results" / "scores" / f"{row['slug']}.parquet"
         assert entry["scores_sha256"] == hashlib.sha256(scores.read_bytes()).hexdigest()
-        assert entry["revision"] == row["revision"] and entry["weights_xxh3"], entry
-    assert len({prov[r["model_id"]]["weights_xxh3"] for r in swept}) == len(swept)
+        commit = rehearsal["hub"].repos["models", row["sweep"]].at(row["revision"]).sha  # the stand-in's own
+        assert entry["revision"] == row["revision"] and entry["commit"] == commit, entry  # the hub's, not a hash
+        assert is_commit(commit) and not entry["weights_xxh3"], entry
+    assert len({prov[r["model_id"]]["commit"] for r in swept}) == len(swept)
     card = (bundle / "README.md").read_text()
     for column in pd.read_parquet(bundle / "data/sweep_models.parquet").columns:
         assert re.search(rf"^\| `{re.escape(column)}` \| \S+ \| \S", card, re.M), column

@@ -437,7 +437,9 @@ def fake_hub(tmp_path, monkeypatch):
     calls = []
     d = _folder(tmp_path, "hubsnap")
     save_file({"w": torch.ones(2)}, d / "model.safetensors")
-    (d / ".revision").write_text("0123456789abcdef0123456789abcdef01234567\n")
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    (d / ".wqk-fetch.json").write_text(json.dumps({"repo_id": "org/name", "sha": sha}))  # as a cache folder has
+    (d / ".revision").write_text(sha + "\n")
 
     def fetch_hub(repo_id, revision, cache_dir=None, tensors=None):  # tensors: the selection, unused here
         calls.append((repo_id, revision, cache_dir))

@@ -25,6 +25,7 @@ to the unscaled arithmetic; the absolute columns (fro_norm, E_r, E_c) are scaled
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
@@ -45,6 +46,14 @@ MIN_TRIANGLE_BLOCK = 64
 # Elements of one chunk of products in the quadratic forms: 2 MB of float32 stays in
 # cache until it is reduced (a quarter less time than unchunked on CPU).
 QUAD_CHUNK_ELEMENTS = 1 << 19
+# The squared row norms of M add up to ||M||_F^2, and so do the column norms. Computed apart (the
+# quadratic forms; the Grams' product), they agree to a few float32 roundings: at most 3.5e-7 of
+# it on the quick start's models and tiny ones of ten architectures. A wider gap means a product
+# came out wrong (as the first layer's row norms did now and then on a busy 2-core Xeon: issue
+# 20), and the forms are computed again (`_checked_norms`).
+NORMS_SUM_TOLERANCE = 4e-6
+
+log = logging.getLogger(__name__)
 
 
 def _excess(norms: torch.Tensor, n_std: float) -> torch.Tensor:
@@ -202,13 +211,44 @@ def quad_diag(g: torch.Tensor, x: torch.Tensor, group: int = 1) -> torch.Tensor:
     return out.view(n_batch * group, n)
 
 
+def _off_sum(norms2: torch.Tensor, fro2: torch.Tensor) -> torch.Tensor:
+    """Per form: do its squared norms [B, n] miss ||M||_F^2 [B] by more than float32 allows?"""
+    want = fro2.double()
+    return (norms2.double().sum(-1) - want).abs() > NORMS_SUM_TOLERANCE * want
+
+
+def _checked_norms(g: torch.Tensor, x: torch.Tensor, fro2: torch.Tensor, what: str, group: int = 1) -> torch.Tensor:
+    """quad_diag(g, x, group), the squared `what` norms of M, checked against fro2 = ||M||_F^2:
+    a batch whose sums miss it is computed again (a fault that passes gives the bits a run
+    without it has), and if still off, in float64; each time with a warning."""
+    out = quad_diag(g, x, group)
+    off = _off_sum(out, fro2)
+    if not off.any():
+        return out
+    gap = ((out.double().sum(-1) - fro2.double()).abs() / fro2.double()).max().item()
+    again = quad_diag(g, x, group)
+    settled = not _off_sum(again, fro2).any()
+    log.warning(
+        "the squared %s norms of %d of %d forms missed ||M||_F^2 by up to %.1e of it (float32 allows %g): "
+        "computed again, %s",
+        what,
+        int(off.sum()),
+        len(off),
+        gap,
+        NORMS_SUM_TOLERANCE,
+        "and the second time they agree" if settled else "off again: computed in float64",
+    )
+    return again if settled else quad_diag(g.double(), x.double(), group)
+
+
 def _scores_from_grams(gram_q, gram_k, cross, qt, kt, n_std) -> dict:
     """Scores of M = Q K^T from Qt = Q^T [B, w, d_q], Kt = K^T [B, w, d_k], their Grams
     Qt Qt^T and Kt Kt^T [B, w, w], and C = Kt Qt^T [B, w, w] (None when d_q != d_k)."""
     fro2 = (gram_q * gram_k).sum((-2, -1))
     square = cross is not None
     sym_num = (cross * cross.mT).sum((-2, -1)) if square else fro2
-    return _finish(fro2, sym_num, quad_diag(gram_k, qt), quad_diag(gram_q, kt), n_std, square)
+    row2, col2 = _checked_norms(gram_k, qt, fro2, "row"), _checked_norms(gram_q, kt, fro2, "column")
+    return _finish(fro2, sym_num, row2, col2, n_std, square)
 
 
 def score_factors(Q: torch.Tensor, K: torch.Tensor, n_std: float = 2.0) -> dict:
@@ -369,8 +409,8 @@ def _score_heads(f: Factors, n_std) -> dict:
     fro2 = (f.gram_q.view(h_kv, f.group, k, k) * f.gram_k[:, None]).sum((-2, -1)).view(n_heads)
     square = f.cross is not None
     sym_num = (f.cross * f.cross.mT).sum((-2, -1)) if square else fro2
-    row2 = quad_diag(f.gram_k.repeat_interleave(f.group, 0), f.qt)
-    col2 = quad_diag(f.gram_q, f.kt, f.group)
+    row2 = _checked_norms(f.gram_k.repeat_interleave(f.group, 0), f.qt, fro2, "row")
+    col2 = _checked_norms(f.gram_q, f.kt, fro2, "column", f.group)
     return _scale_back(_finish(fro2, sym_num, row2, col2, n_std, square), f.head_exponents())
 
 

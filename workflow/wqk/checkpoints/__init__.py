@@ -20,7 +20,7 @@ from ..errors import CorruptCheckpoint, SourceUnavailable
 from .checkpoint import Checkpoint
 from .formats import WeightLayout, read_json, weight_layout
 from .formats.stores import open_store
-from .provenance import prefetch
+from .provenance import fetched_commit, prefetch
 from .source import Source, local_folder, parse_source
 
 __all__ = ["Checkpoint", "Located", "Source", "locate", "open_checkpoint", "parse_source"]
@@ -52,7 +52,7 @@ def locate(source: str | Source, cache_dir=None, tensors=None) -> Located:
         if not folder.is_dir():
             raise SourceUnavailable(f"{src}: {folder} is not a folder")
     layout = weight_layout(folder)
-    if layout is not None and src.kind != "hub":  # hub checkpoints are named by their revision
+    if layout is not None and fetched_commit(folder) is None:  # fetched weights are named by their commit
         prefetch(layout.files)  # the provenance hash runs in the background from here on
     return Located(src, folder, layout)
 
@@ -92,9 +92,9 @@ def open_checkpoint(found: Located | str) -> Checkpoint:
             ckpt.extra["package_version"] = importlib.metadata.version(src.package)
         except importlib.metadata.PackageNotFoundError:
             pass
-    if src.kind == "hub":
-        rev_file = folder / ".revision"
-        if rev_file.is_file():
-            ckpt.revision = rev_file.read_text().strip() or None
-        ckpt.extra["hub_repo"] = src.repo
+    fetched = fetched_commit(folder)  # a hub id's, or the folder a fetch wrote (the workflow's results/fetch/<slug>)
+    if fetched is not None:
+        ckpt.revision = fetched[1]
+    if src.kind == "hub" or fetched is not None:
+        ckpt.extra["hub_repo"] = src.repo if src.kind == "hub" else fetched[0]
     return ckpt

@@ -1,4 +1,5 @@
-"""Provenance hashes of weight files (xxh3-128 over their bytes), optionally begun early.
+"""Provenance: the hub commit of a folder `wqk fetch` made, else hashes of weight files
+(xxh3-128 over their bytes), optionally begun early.
 
 Hashing a checkpoint reads every byte of it (0.3 s for 2 GB from the page cache; minutes for
 a large model on disk). Reading and xxhash both release the GIL, so `prefetch` runs the
@@ -8,12 +9,18 @@ collects the result. This module imports neither torch nor numpy.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from concurrent.futures import Future
 from pathlib import Path
 
 import xxhash
+
+from ..ids import is_commit
+
+MANIFEST = ".wqk-fetch.json"  # what a hub fetch's folder was built from (hub.cache.build writes it)
+REVISION = ".revision"  # the commit it holds, written last (a folder with it is whole)
 
 _started: dict[tuple, Future] = {}
 _lock = threading.Lock()
@@ -67,3 +74,19 @@ def prefetch(files: list[Path]) -> None:
             future.set_exception(e)
 
     threading.Thread(target=work, name="wqk-digest", daemon=True).start()
+
+
+def fetched_commit(folder: Path) -> tuple[str, str] | None:
+    """(repo id, commit) of a folder a hub fetch made (our cache's, or the copy `wqk fetch --out`
+    makes, as the workflow's rule fetch does), or None: its `.revision`, where the manifest
+    beside it records the same commit. Such weights are named by that commit, not hashed."""
+    folder = Path(folder)
+    try:
+        sha = (folder / REVISION).read_text().strip()
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(manifest, dict) and is_commit(sha) and manifest.get("sha") == sha):
+        return None
+    repo = manifest.get("repo_id")
+    return (repo, sha) if isinstance(repo, str) and repo else None

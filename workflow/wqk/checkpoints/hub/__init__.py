@@ -36,8 +36,9 @@ from pathlib import Path
 
 from ...errors import CorruptCheckpoint, SourceUnavailable
 from ...ids import slug
+from ..provenance import MANIFEST
 from .cache import build, cache_root, finished, from_hf_cache, write_ref
-from .checks import MANIFEST, folder_problem
+from .checks import folder_problem
 from .client import Hub, Stalled, Unreachable, offline
 from .select import HEURISTIC, Factory, is_qk_tensor, selection_key
 

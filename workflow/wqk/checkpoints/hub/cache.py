@@ -23,7 +23,8 @@ from pathlib import Path
 
 from ...errors import CorruptCheckpoint, SourceUnavailable
 from ...ids import is_commit, slug
-from .checks import MANIFEST, folder_problem, hub_json
+from ..provenance import MANIFEST, REVISION
+from .checks import folder_problem, hub_json
 from .client import Hub, Unreachable
 from .ranges import Interrupted, fetch_qk, fsync_dir
 from .select import Factory, tensor_picker, weight_files
@@ -60,7 +61,7 @@ def finished(base: Path, revision: str | None, suffix: str, use_refs: bool = Fal
         if not is_commit(revision):
             return None
     for name in (f"{revision}{suffix}", f"{revision}-all"):  # whole files serve q/k too
-        if (base / name / ".revision").exists():
+        if (base / name / REVISION).exists():
             return base / name
     return None
 
@@ -114,7 +115,7 @@ def build(
     base.mkdir(parents=True, exist_ok=True)
     with open(base / f".{sha}{suffix}.lock", "w") as lock:
         _wait_for(lock, f"{hub.repo_id}@{sha}", final)
-        if (final / ".revision").exists() and not force:
+        if (final / REVISION).exists() and not force:
             return final
         if force:
             shutil.rmtree(stage, ignore_errors=True)  # start afresh, not from an earlier attempt
@@ -155,8 +156,8 @@ def _fill(hub: Hub, stage: Path, sha, revision, files, qk_only, progress, local_
         )
     for f in stage.iterdir():
         _fsync_file(f)
-    (stage / ".revision").write_text(sha + "\n")
-    _fsync_file(stage / ".revision")
+    (stage / REVISION).write_text(sha + "\n")
+    _fsync_file(stage / REVISION)
     fsync_dir(stage)
 
 

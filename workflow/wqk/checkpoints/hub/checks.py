@@ -13,11 +13,10 @@ from pathlib import Path
 
 from ...errors import CorruptCheckpoint
 from ..formats.safetensors import read_safetensors_header
+from ..provenance import MANIFEST
 from .client import Hub, evict, offline
 
 log = logging.getLogger(__name__)
-
-MANIFEST = ".wqk-fetch.json"  # what a cache folder was built from (cache.build writes it)
 
 
 def json_problem(path: Path, name: str) -> tuple[object, str | None]:
