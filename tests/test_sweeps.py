@@ -51,6 +51,7 @@ def test_a_list_names_revisions_with_their_steps():
         ("main", "no number"),
         ("step{N}~0", "no pattern"),
         ("step{M}~3", "no pattern"),
+        ("step{N}~3lin", "no pattern"),
     ],
 )
 def test_a_bad_cell_is_refused_with_the_reason(cell, why):
@@ -72,6 +73,24 @@ def test_a_pattern_is_sampled_evenly_by_rank_first_and_last_included():
     assert [r.step for r in parse("step{N}~1").sample(refs)] == [143000]
     with pytest.raises(SweepError, match="no branch or tag matches ckpt-{N}"):
         parse("ckpt-{N}").sample(refs)
+
+
+def test_a_log_pattern_is_sampled_evenly_in_log_step_first_and_last_included():
+    refs = {f"step{s}": f"{s:040x}" for s in PYTHIA_STEPS}
+    pattern = parse("step{N}~8log")
+    assert pattern == Pattern("step{N}", 8, log=True) and str(pattern) == "step{N}~8log"
+    steps = [r.step for r in pattern.sample(refs)]
+    assert steps == [0, 4, 32, 128, 1000, 5000, 26000, 143000]
+    ideal = np.linspace(0, np.log1p(143000), 8)  # each pick the branch nearest its point in log(1 + step)
+    logs = np.log1p(PYTHIA_STEPS)
+    assert steps == [PYTHIA_STEPS[int(np.abs(logs - x).argmin())] for x in ideal]
+    assert (
+        sum(s < 1000 for s in steps) == 4
+        and sum(s < 1000 for s in (r.step for r in parse("step{N}~8").sample(refs))) == 1
+    )
+    assert [r.step for r in parse("step{N}~2log").sample({"step10": SHA, "step20": SHA})] == [10, 20]
+    assert len(parse("step{N}~500log").sample(refs)) == len(PYTHIA_STEPS)  # more than there are: all
+    assert [r.step for r in parse("step{N}~1log").sample(refs)] == [143000]
 
 
 def test_pin_writes_a_cell_as_the_commits_it_stands_for():
@@ -225,6 +244,17 @@ def test_pin_expands_a_pattern_and_pins_a_list_against_the_branches(online, tmp_
     asked = len(online.seen)
     assert wqk(capsys, "pin", str(path))[0] == 0  # pinned already: nothing asked
     assert [s for s in online.seen[asked:] if "/refs" in s["path"]] == []
+
+
+def test_pin_expands_a_log_pattern(online, tmp_path, capsys):
+    path = catalogue(tmp_path, line(PYTHIA, "step{N}~4log"))
+    assert wqk(capsys, "pin", str(path))[0] == 0
+    rows = load_catalogue(path)
+    assert [r["step"] for r in rows] == [0, 64, 3000, 143000]
+    from wqk.checkpoints.hub import repo_refs
+
+    refs = repo_refs(PYTHIA)
+    assert [r["revision"] for r in rows] == [refs[f"step{r['step']}"] for r in rows]
 
 
 def test_pin_leaves_the_file_as_it_was_when_a_branch_is_missing(online, tmp_path, capsys):

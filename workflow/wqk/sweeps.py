@@ -7,13 +7,16 @@ The `revisions` cell of a catalogue line is either
   `<model_id>@<NAME>`, revision the commit (else the name), `sweep` the line's model_id and
   `step` the number in the name (the digits after "step", else its first number);
 - or a pattern, `step{N}~8`: the repo's branches and tags that match `step{N}`, sampled to 8 (all
-  of them without `~COUNT`), evenly by rank, first and last included. Expanding it needs the hub's
+  of them without `~COUNT`), evenly by rank, first and last included; `step{N}~8log`, evenly in
+  log(1 + step) instead (the nearest branch to each point: Pythia's 154 branches are 1,000 steps
+  apart but for the first ten, so by rank 8 of them hold no early step). Expanding it needs the hub's
   list of branches, so a catalogue never holds one when it is loaded: `wqk pin` (and
   `wqk catalogue --revisions`) writes it out as the list of `NAME@COMMIT` it stands for.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -21,7 +24,7 @@ from .errors import WqkError
 from .ids import is_commit
 from .ids import slug as make_slug
 
-_PATTERN = re.compile(r"(?P<pattern>[^~,@]*\{N\}[^~,@]*)(?:~(?P<count>[1-9][0-9]*))?")
+_PATTERN = re.compile(r"(?P<pattern>[^~,@]*\{N\}[^~,@]*)(?:~(?P<count>[1-9][0-9]*)(?P<log>log)?)?")
 SWEEP_COLUMNS = ("sweep", "step")  # what an expanded line carries instead of `revisions`
 
 
@@ -49,10 +52,12 @@ class Revision:
 
 @dataclass(frozen=True)
 class Pattern:
-    """`step{N}~8`: branches or tags matching `text` with a number at {N}, `count` of them (None: all)."""
+    """`step{N}~8`: branches or tags matching `text` with a number at {N}, `count` of them (None:
+    all), evenly by rank or (log, `~8log`) evenly in log(1 + step)."""
 
     text: str
     count: int | None
+    log: bool = False
 
     def regex(self) -> re.Pattern:
         before, after = self.text.split("{N}", 1)
@@ -66,11 +71,27 @@ class Pattern:
             shown = ", ".join(sorted(refs)[:8]) + (" ..." if len(refs) > 8 else "")
             raise SweepError(f"no branch or tag matches {self.text} (the repo has: {shown or 'none'})")
         n = len(steps) if self.count is None else min(self.count, len(steps))
-        picked = sorted({round(i * (len(steps) - 1) / (n - 1)) for i in range(n)}) if n > 1 else [len(steps) - 1]
+        if n == 1:
+            picked = [len(steps) - 1]
+        elif n == len(steps):
+            picked = list(range(n))
+        elif self.log:
+            picked = _nearest_in_log([step for step, _ in steps], n)
+        else:
+            picked = sorted({round(i * (len(steps) - 1) / (n - 1)) for i in range(n)})
         return [Revision(steps[i][1], refs[steps[i][1]], steps[i][0]) for i in picked]
 
     def __str__(self) -> str:
-        return self.text + (f"~{self.count}" if self.count is not None else "")
+        return self.text + (f"~{self.count}{'log' if self.log else ''}" if self.count is not None else "")
+
+
+def _nearest_in_log(steps: list[int], n: int) -> list[int]:
+    """Indices into the sorted `steps` of the ones nearest, in log(1 + step), to n points evenly
+    spaced there from the first to the last (both included); fewer where two points share one."""
+    lo, hi = math.log1p(steps[0]), math.log1p(steps[-1])
+    logs = [math.log1p(s) for s in steps]
+    points = [lo + i * (hi - lo) / (n - 1) for i in range(n)]
+    return sorted({min(range(len(steps)), key=lambda j: (abs(logs[j] - x), j)) for x in points})
 
 
 def parse(cell: str) -> list[Revision] | Pattern | None:
@@ -81,8 +102,10 @@ def parse(cell: str) -> list[Revision] | Pattern | None:
     if "{" in cell or "~" in cell:
         m = _PATTERN.fullmatch(cell)
         if not m:
-            raise SweepError(f"{cell!r} is no pattern: write one as step{{N}} or step{{N}}~COUNT (COUNT >= 1)")
-        return Pattern(m.group("pattern"), int(m.group("count")) if m.group("count") else None)
+            raise SweepError(
+                f"{cell!r} is no pattern: write one as step{{N}}, step{{N}}~COUNT or step{{N}}~COUNTlog (COUNT >= 1)"
+            )
+        return Pattern(m.group("pattern"), int(m.group("count")) if m.group("count") else None, bool(m.group("log")))
     revisions, seen = [], set()
     for item in cell.split(","):
         name, _, commit = item.strip().partition("@")

@@ -49,7 +49,7 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--revisions",
         help="also sweep each model's revisions along training: a pattern of its branches sampled to a count "
-        "(step{N}~8) or a list (step0,step1000); pinned against the hub's branches (wqk.sweeps)",
+        "(step{N}~8, or step{N}~8log evenly in log step) or a list (step0,step1000); pinned against the hub's branches (wqk.sweeps)",
     )
 
 
