@@ -31,6 +31,9 @@ class Located:
     source: Source
     folder: Path
     layout: WeightLayout | None  # None: the folder holds no weights (reported on opening)
+    fetched: tuple[str, str] | None = (
+        None  # (repo id, commit) of a folder a hub fetch wrote (provenance.fetched_commit)
+    )
 
 
 def locate(source: str | Source, cache_dir=None, tensors=None) -> Located:
@@ -51,10 +54,10 @@ def locate(source: str | Source, cache_dir=None, tensors=None) -> Located:
         folder = local_folder(src)
         if not folder.is_dir():
             raise SourceUnavailable(f"{src}: {folder} is not a folder")
-    layout = weight_layout(folder)
-    if layout is not None and fetched_commit(folder) is None:  # fetched weights are named by their commit
+    layout, fetched = weight_layout(folder), fetched_commit(folder)
+    if layout is not None and fetched is None:  # fetched weights are named by their commit
         prefetch(layout.files)  # the provenance hash runs in the background from here on
-    return Located(src, folder, layout)
+    return Located(src, folder, layout, fetched)
 
 
 def open_checkpoint(found: Located | str) -> Checkpoint:
@@ -92,9 +95,8 @@ def open_checkpoint(found: Located | str) -> Checkpoint:
             ckpt.extra["package_version"] = importlib.metadata.version(src.package)
         except importlib.metadata.PackageNotFoundError:
             pass
-    fetched = fetched_commit(folder)  # a hub id's, or the folder a fetch wrote (the workflow's results/fetch/<slug>)
-    if fetched is not None:
-        ckpt.revision = fetched[1]
-    if src.kind == "hub" or fetched is not None:
-        ckpt.extra["hub_repo"] = src.repo if src.kind == "hub" else fetched[0]
+    if found.fetched is not None:  # a hub id's folder, or one a fetch wrote (the workflow's results/fetch/<slug>)
+        ckpt.extra["hub_repo"], ckpt.revision = found.fetched
+    if src.kind == "hub":
+        ckpt.extra["hub_repo"] = src.repo
     return ckpt
