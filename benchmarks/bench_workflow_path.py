@@ -6,17 +6,19 @@ On the LLaMA-shaped float32 checkpoint of bench_score_llama.py (built once under
 --workdir; --dtype float16/bfloat16 converts a copy), runs --repeats times, each in its
 own process and interleaved:
 
-score:     `wqk score CKPT --out S --device cpu`, the command line on its own;
-workflow:  the per-model commands of workflow/rules/models.smk as its rules run them for the
-           paper config (after fetch or tiny: one `wqk score` that also writes the matrices
-           file, the null reference and, validation being on, the authors' method's scores);
-null:      `wqk null` as a job of its own (not on the workflow path: the comparison that
-           put the null into the scoring job).
+score:      `wqk score CKPT --out S --device cpu`, the command line on its own;
+workflow:   the per-model command of workflow/rules/models.smk as its score rule runs it with
+            validation off (a hub catalogue: one `wqk score` that also writes the matrices
+            file and the null reference);
+validation: the same with validation on (the paper config): the authors' method's scores too;
+null:       `wqk null` as a job of its own (not on the workflow path: the comparison that
+            put the null into the scoring job).
 
-Prints best and median wall time and peak RSS (wait4) of each, the workflow/score ratio,
-the null's and the authors' method's shares (their time inside the workflow's command, from
-that command's timing line, over the score wall time), and the matrices file size over the checkpoint's q/k
-bytes. On a shared machine the best run is the steadier estimate.
+Prints best and median wall time and peak RSS (wait4) of each, the workflow/score and
+validation/score ratios, the null's share (its time inside the workflow's command, from that
+command's timing line, over the score wall time), the authors' method's (validation's wall time
+over the workflow's, less one: its rows are scored in the same pass), and the matrices file size
+over the checkpoint's q/k bytes. On a shared machine the best run is the steadier estimate.
 """
 
 from __future__ import annotations
@@ -40,14 +42,14 @@ ROOT = Path(__file__).resolve().parents[1]
 WQK = [sys.executable, "-m", "wqk.cli"]
 
 
-def workflow_commands(source: Path, results: Path, name: str) -> list[list[str]]:
+def workflow_commands(source: Path, results: Path, name: str, validation: bool) -> list[list[str]]:
     """The shell commands of models.smk's per-model rules after fetch/tiny, for one model
-    (device cpu, null reference and validation on, seed 0)."""
+    (device cpu, null reference on, seed 0; with validation, the authors' method's scores)."""
+    authors = ["--authors-out", str(results / "authors.parquet")] if validation else []
     return [
         [*WQK, "score", str(source), "--name", name, "--device", "cpu",
          "--matrices-out", str(results / "matrices.parquet"),
-         "--null-out", str(results / "null.parquet"), "--null-seed", "0",
-         "--authors-out", str(results / "authors.parquet"),
+         "--null-out", str(results / "null.parquet"), "--null-seed", "0", *authors,
          "--out", str(results / "scores.parquet")],
     ]  # fmt: skip
 
@@ -132,44 +134,49 @@ def main():
     results = a.workdir / "workflow-path"
     results.mkdir(parents=True, exist_ok=True)
     alone = a.workdir / "score-alone.parquet"
-    commands = workflow_commands(folder, results, "bench/llama")
-    check_against_rules(commands)
+    paths = {v: workflow_commands(folder, results, "bench/llama", v) for v in (False, True)}
+    check_against_rules(paths[True])
     score_cmd = [*WQK, "score", str(folder), "--out", str(alone), "--device", "cpu"]
     null_cmd = [*WQK, "null", "--scores", str(alone), "--out", str(a.workdir / "null-alone.parquet")]
-    runs: dict[str, list[tuple[float, float]]] = {"score": [], "workflow": [], "null": []}
-    null_share, authors_share, write_s = [], [], []
+    runs: dict[str, list[tuple[float, float]]] = {"score": [], "workflow": [], "validation": [], "null": []}
+    null_share, write_s = [], []
     for _ in range(a.repeats):  # interleaved, so that background load hits all alike
         runs["score"].append(measure(score_cmd)[:2])
-        walls, peaks = [], []
-        for cmd in commands:
-            wall, peak, err = measure(cmd)
-            walls.append(wall)
-            peaks.append(peak)
-            if m := re.search(r"null reference in ([\d.]+) s", err):
-                null_share.append(float(m.group(1)))
-            if m := re.search(r"the authors' method in ([\d.]+) s", err):
-                authors_share.append(float(m.group(1)))
-            if m := re.search(r"written alongside in ([\d.]+) s", err):
-                write_s.append(float(m.group(1)))
-        runs["workflow"].append((sum(walls), max(peaks)))
+        for validation, name in ((False, "workflow"), (True, "validation")):
+            walls, peaks = [], []
+            for cmd in paths[validation]:
+                wall, peak, err = measure(cmd)
+                walls.append(wall)
+                peaks.append(peak)
+                if m := re.search(r"null reference in ([\d.]+) s", err):
+                    null_share.append(float(m.group(1)))
+                if m := re.search(r"written alongside in ([\d.]+) s", err):
+                    write_s.append(float(m.group(1)))
+                if validation and "the authors' method in the same pass" not in err:
+                    sys.exit(f"the authors' method was not scored in the same pass:\n{err[-2000:]}")
+            runs[name].append((sum(walls), max(peaks)))
         runs["null"].append(measure(null_cmd)[:2])
 
     def stats(name):
         walls = [w for w, _ in runs[name]]
         return min(walls), float(np.median(walls)), max(r for _, r in runs[name]), walls
 
-    for name, label in (("score", "wqk score CKPT"), ("workflow", "workflow path"), ("null", "wqk null alone")):
+    labels = (("score", "wqk score CKPT"), ("workflow", "workflow path"), ("validation", "+ validation"),
+              ("null", "wqk null alone"))  # fmt: skip
+    for name, label in labels:
         best, med, rss, walls = stats(name)
         print(f"{label:15s} wall best {best:6.2f} s, median {med:6.2f} s (runs: {', '.join(f'{w:.2f}' for w in walls)})"
               f"  peak RSS {rss:.2f} GB")  # fmt: skip
-    (sb, sm, srss, _), (wb, wm, wrss, _), (nb, _, _, _) = stats("score"), stats("workflow"), stats("null")
-    print(f"workflow / score: {wb / sb:.2f}x best to best, {wm / sm:.2f}x median to median; "
-          f"peak RSS {wrss:.2f} GB vs {srss:.2f} GB")  # fmt: skip
+    (sb, sm, srss, _), (nb, _, _, _) = stats("score"), stats("null")
+    for name, what in (("workflow", "scores, matrices, null"), ("validation", "and the authors' method")):
+        wb, wm, wrss, _ = stats(name)
+        print(f"{name} / score ({what}): {wb / sb:.2f}x best to best, {wm / sm:.2f}x median to median; "
+              f"peak RSS {wrss:.2f} GB vs {srss:.2f} GB")  # fmt: skip
     print(f"null / score: {min(null_share) / sb:.2f} best, {np.median(null_share) / sm:.2f} median "
           f"(null inside the workflow's job: {', '.join(f'{x:.2f}' for x in null_share)} s); "
           f"as a job of its own it would be {nb / sb:.2f} (wqk null alone, best)")  # fmt: skip
-    print(f"authors' method / score: {min(authors_share) / sb:.2f} best, {np.median(authors_share) / sm:.2f} median "
-          f"(inside the workflow's job: {', '.join(f'{x:.2f}' for x in authors_share)} s)")  # fmt: skip
+    (wb, wm, _, _), (vb, vm, _, _) = stats("workflow"), stats("validation")
+    print(f"authors' method / score: {(vb - wb) / sb:.2f} best, {(vm - wm) / sm:.2f} median (scored in the same pass)")
     print(f"matrices written alongside scoring (writer thread wall time): {', '.join(f'{x:.2f}' for x in write_s)} s")
     m_bytes, qk = (results / "matrices.parquet").stat().st_size, qk_bytes(folder / "model.safetensors")
     print(f"matrices file / checkpoint q/k bytes: {m_bytes / 1e6:.1f} MB / {qk / 1e6:.1f} MB = {m_bytes / qk:.3f}")

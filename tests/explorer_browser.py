@@ -11,14 +11,18 @@ import re
 import shutil
 from pathlib import Path
 
-from report_browser import available, headless_chromium, wait_for
+from report_browser import available, fresh_logs, wait_for
 
 __all__ = ["Explorer", "available"]
 
 
 class Explorer:
-    def __init__(self, page: Path, shots: Path, width: int = 1400, height: int = 2100):
-        self.driver = headless_chromium(width, height, network_log=True)
+    """The explorer page in `driver` (headless_chromium with its network log, shared: left open)."""
+
+    def __init__(self, page: Path, shots: Path, driver, width: int = 1400, height: int = 2100):
+        self.driver = driver
+        self.driver.set_window_size(width, height)
+        fresh_logs(driver)
         self.page, self.shots = page.resolve(), shots
         self.screenshots: list[Path] = []
         self.console: list[dict] = []
@@ -28,7 +32,7 @@ class Explorer:
         return self
 
     def __exit__(self, *exc):
-        self.driver.quit()
+        self.driver.get("about:blank")  # the next page starts from an empty one
 
     def open(self, hash_: str = "") -> None:
         self.driver.get(self.page.as_uri() + hash_)
@@ -82,6 +86,29 @@ class Explorer:
             "const out = {}; document.querySelectorAll('.plot').forEach(function (d) {"
             " if (!d.classList.contains('hidden') && d.data) out[d.id] = d.data.length; }); return out;"
         )
+
+    def message(self) -> str:
+        return self.element("#message").text
+
+    def covered_titles(self) -> dict[str, str]:
+        """Plot id -> its title, for every drawn plot whose title Plotly's mode bar covers while
+        the pointer is over the plot (the bar shows on hover)."""
+        from selenium.webdriver.common.action_chains import ActionChains
+
+        covered = {}
+        for plot in self.driver.find_elements("css selector", ".plot:not(.hidden)"):
+            ActionChains(self.driver).move_to_element(plot).perform()
+            overlap = self.driver.execute_script(
+                "const p = arguments[0], bar = p.querySelector('.modebar'), title = p.querySelector('.gtitle');"
+                "if (!bar || !title || !bar.getBoundingClientRect().width) return null;"
+                "const a = bar.getBoundingClientRect(), b = title.getBoundingClientRect();"
+                "return a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom"
+                " ? title.textContent : null;",
+                plot,
+            )
+            if overlap:
+                covered[plot.get_attribute("id")] = overlap
+        return covered
 
     def screenshot(self, name: str) -> Path:
         self.shots.mkdir(parents=True, exist_ok=True)

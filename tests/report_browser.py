@@ -99,16 +99,23 @@ def headless_chromium(width: int, height: int, network_log: bool = False):
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 
 
+def fresh_logs(driver) -> None:
+    """Drop what a shared driver logged before (reading a log empties it)."""
+    for log in driver.log_types:
+        driver.get_log(log)
+
+
 class Report:
-    def __init__(self, html: Path, shots: Path, width: int = 1400, height: int = 900):
-        self.driver = headless_chromium(width, height)
+    """The report at `html` in `driver` (a driver of headless_chromium, shared: left open)."""
+
+    def __init__(self, html: Path, shots: Path, driver, width: int = 1400, height: int = 900):
+        self.driver = driver
+        self.driver.set_window_size(width, height)
+        fresh_logs(driver)
         self.shots = shots
         self.visit = Visit()
         self.driver.get(html.resolve().as_uri())
         self.wait_for(lambda: self.sidebar_items())
-
-    def close(self) -> None:
-        self.driver.quit()
 
     # --- what the page shows --------------------------------------------------------------
 
@@ -227,13 +234,9 @@ class Report:
         return False
 
 
-def visit_report(html: Path, shots: Path, copy_to: Path | None = None) -> Visit:
-    """Open every entry of the report at `html`; screenshots in `shots` (and copies in `copy_to`)."""
-    report = Report(html, shots)
-    try:
-        visit = report.walk()
-    finally:
-        report.close()
+def visit_report(html: Path, shots: Path, driver, copy_to: Path | None = None) -> Visit:
+    """Open every entry of the report at `html` in `driver`; screenshots in `shots` (and copies in `copy_to`)."""
+    visit = Report(html, shots, driver).walk()
     if copy_to is not None:
         copy_to.mkdir(parents=True, exist_ok=True)
         for shot in visit.screenshots:

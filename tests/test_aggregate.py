@@ -13,7 +13,7 @@ import toy_scores as toy
 from wqk import aggregate as agg
 from wqk import tables
 from wqk.cli import main as wqk_main
-from wqk.null import null_scores
+from wqk.null import drawn_layers, null_scores, query_heads
 from wqk.validate import compare, errata
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,12 +210,16 @@ def test_null_reference_shapes_and_chance_level():
     s = shapes_scores(stacks=("encoder", "decoder"))
     null = null_scores(s, seed=0)
     assert set(null["model"]) == {"org/gqa (null)"} and null["synthetic"].all()
-    for c in ("stack", "layer", "n_heads", "n_kv_heads", "d_q", "d_k", "head_dim", "n_layers"):
-        assert sorted(map(tuple, null[null["scope"] == "layer"][["stack", "layer"]].to_numpy())) == sorted(
-            map(tuple, s[s["scope"] == "layer"][["stack", "layer"]].to_numpy())
-        )
+    drawn = drawn_layers([0, 1])  # of each stack's 2 layers
+    assert sorted(map(tuple, null[null["scope"] == "layer"][["stack", "layer"]].to_numpy())) == sorted(
+        (stack, layer) for stack in ("encoder", "decoder") for layer in drawn
+    )
+    for c in ("stack", "n_heads", "n_kv_heads", "d_q", "d_k", "head_dim", "n_layers"):  # the model's shapes
         assert set(null[c]) == set(s[c]), c
-    assert (null["scope"] == "head").sum() == 2 * 2 * 4 and (null["scope"] == "layer").sum() == 4
+    per_layer = 2 * query_heads({"n_heads": 4, "n_kv_heads": 2}, len(drawn))  # every key head's drawn query heads
+    assert (null["scope"] == "head").sum() == 2 * len(drawn) * per_layer and (
+        null["scope"] == "layer"
+    ).sum() == 2 * len(drawn)
     assert null["head"].dtype == "Int32" and null.loc[null["scope"] == "layer", "head"].isna().all()
     # random Q, K: symmetry at chance (~0, spread ~1/sqrt(d)); the toy "model" sits at 0.5
     assert abs(np.median(null["symmetry"])) < 0.1
@@ -229,8 +233,10 @@ def test_null_reference_is_seeded():
     pd.testing.assert_frame_equal(a, b)
     assert not np.allclose(a["symmetry"], c["symmetry"])
     # a layer's null does not depend on the other layers present
-    one = null_scores(s[s["layer"] == 1], seed=0)
-    np.testing.assert_array_equal(one["symmetry"].to_numpy(), a[a["layer"] == 1]["symmetry"].to_numpy())
+    (drawn,) = a.loc[a["scope"] == "layer", "layer"].unique()
+    one = null_scores(s[s["layer"] == drawn], seed=0)
+    assert len(one) and set(one["layer"]) == {drawn}
+    np.testing.assert_array_equal(one["symmetry"].to_numpy(), a[a["layer"] == drawn]["symmetry"].to_numpy())
 
 
 def test_null_columns_in_models_table(tmp_path):

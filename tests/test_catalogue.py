@@ -107,3 +107,29 @@ def test_without_the_model_type_column_rows_are_as_before(tmp_path):
     header = "model_id\tsource\tfamily\tmodality\tfigure\tobjective_encoder\tobjective_decoder"
     (row,) = _load(tmp_path, [header, "org/m\torg/m\tF\ttext\tlanguage\tbidirectional\t"])  # gpt2 or not: unknown
     assert row["objective_encoder"] == "bidirectional"
+
+
+def test_a_cached_catalogue_is_the_validated_one_and_is_validated_again_after_any_change(tmp_path, monkeypatch):
+    """What each member of a SLURM job group reads instead of validating every line again
+    (workflow/rules/common.smk): the rows load_catalogues gives, until a catalogue's bytes change."""
+    from wqk import catalogue as cat
+
+    paths = [str(ROOT / "config/catalogue/paper.tsv"), str(ROOT / "config/catalogue/sweeps.tsv")]
+    cache = tmp_path / "cache"
+    rows = cat.load_catalogues_cached(paths, cache)
+    assert rows == cat.load_catalogues(paths) and len(list(cache.glob("catalogue-*.json"))) == 1
+    validated = []
+    real = cat.load_catalogues
+    monkeypatch.setattr(cat, "load_catalogues", lambda p: validated.append(p) or real(p))
+    assert cat.load_catalogues_cached(paths, cache) == rows and validated == []  # read, not validated
+    mine = tmp_path / "catalogue.tsv"
+    mine.write_text((ROOT / "tests/config/catalogue.tsv").read_text())
+    first = cat.load_catalogues_cached(str(mine), cache)
+    mine.write_text(mine.read_text().replace("MiniLM (BERT)", "MiniLM"))  # one cell changed
+    second = cat.load_catalogues_cached(str(mine), cache)
+    assert validated == [str(mine), str(mine)] and first != second and second == real(str(mine))
+    bad = tmp_path / "bad.tsv"
+    bad.write_text(mine.read_text().replace("\ttext\t", "\ttxt\t", 1))
+    with pytest.raises(cat.CatalogueError, match="column 'modality'"):  # errors are never cached
+        cat.load_catalogues_cached(str(bad), cache)
+    assert len(list(cache.glob("catalogue-*.json"))) == 3

@@ -136,11 +136,12 @@ def test_command_line_run_prints_everything_and_never_imports_pandas(tmp_path, m
     pd.testing.assert_frame_equal(pd.read_parquet(out), minilm_scores)
 
 
+@pytest.mark.slow
 def test_unknown_metric_in_the_config_stops_the_dry_run(tmp_path):
     """score.metrics is checked when the workflow is parsed (wqk.metric_catalogue, no torch):
     the error names the config key, the bad name and the known ones."""
     from rehearse import copy_workflow
-    from test_workflow import TEST_CONFIG, snakemake
+    from workflow_runs import TEST_CONFIG, snakemake
 
     workdir = copy_workflow(tmp_path / "wf")
     r = snakemake(workdir, "-n", "--configfile", TEST_CONFIG, "--config", 'score={"metrics": ["spectra", "spectrum"]}')

@@ -181,20 +181,19 @@ def test_cli_writes_the_page(world, tmp_path):
 SHOTS = Path("/tmp/explorer_shots")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("split", [False, True], ids=["inline", "one-file-per-model"])
-def test_the_page_in_chromium_shows_the_picked_heads_values(world, tmp_path, split):
+def test_the_page_in_chromium_shows_the_picked_heads_values(world, tmp_path, split, chromium):
     """Pick a model, a layer and a head with the page's controls: the values shown are the
     heads table's; the pick is in the URL and a reload restores it; search and filters narrow
     the list; no request leaves the page's folder, no JavaScript error."""
-    from explorer_browser import Explorer, available
+    from explorer_browser import Explorer
 
-    if reason := available():
-        pytest.fail(f"the explorer cannot be opened in a browser: {reason}")
     out = tmp_path / "explorer"
     explorer.write(build(world, inline_limit=0 if split else explorer.INLINE_LIMIT), out)
     heads = world[0]["heads"]
     row = heads[(heads["slug"] == "toy--dec-small") & (heads["layer"] == 2) & (heads["head"] == 1)].iloc[0]
-    with Explorer(out / "index.html", tmp_path / "shots") as page:
+    with Explorer(out / "index.html", tmp_path / "shots", chromium) as page:
         page.open()
         page.pick("toy--dec-small", "decoder", 2, 1)
         shown = page.values()
@@ -209,12 +208,21 @@ def test_the_page_in_chromium_shows_the_picked_heads_values(world, tmp_path, spl
             "plot-spectra",
             "plot-rotary",
         }
+        assert page.covered_titles() == {}, "the mode bar covers a panel's title"
         page.screenshot("toy-dec-small")
         url = page.driver.current_url
         assert "model=toy--dec-small" in url and "layer=2" in url and "head=1" in url
         page.driver.get("about:blank")
         page.driver.get(url)
         assert page.wait_for(lambda: page.shown() == "toy--dec-small|decoder|2|1")
+        # a pick of the URL that names no model (or layer) of the page is said, not passed over
+        page.driver.get("about:blank")
+        page.driver.get(url.replace("model=toy--dec-small", "model=no--such-model").replace("layer=2", "layer=99"))
+        assert page.wait_for(lambda: page.shown().startswith(world[0]["models"]["slug"].iloc[0] + "|"))
+        assert "No model no--such-model in this explorer: showing" in page.message(), page.message()
+        assert "No layer 99 in" in page.message(), page.message()
+        page.pick("toy--dec-small", "decoder", 2, 1)
+        assert page.message() == ""  # said once: the next pick clears it
         page.search("whisper")
         assert page.wait_for(lambda: page.options("model") == ["toy--whisper"])
         page.search("")

@@ -234,6 +234,7 @@ SWEEP_FIGURES = {"sweep_dynamics"}  # the quick start sweeps no revisions
     [("quickstart", TRAINING_FIGURES | SWEEP_FIGURES), ("rehearsal_sample", set())],
     ids=["quickstart", "rehearsal"],
 )
+@pytest.mark.slow
 def test_every_figure_of_a_run_passes_the_check(run, untrained, tmp_path):
     """Every figure of the quick start and of the rehearsal sample (`tests/rehearse.py
     --sample`), from the inputs those runs gave it, rendered as the workflow renders it:
@@ -249,18 +250,17 @@ def test_every_figure_of_a_run_passes_the_check(run, untrained, tmp_path):
 
 def quickstart_training(folder: Path) -> dict[str, Path]:
     """summary.csv, layers.csv and losses.csv shaped as the quick start's training writes them
-    (config/quickstart.yaml: its sizes, datasets, inits, comparison seeds, steps, checkpoint
-    and log steps), with smooth made-up curves: its training takes an hour on two cores."""
+    (config/quickstart.yaml: its runs, seeds, steps, checkpoint and log steps), with smooth
+    made-up curves."""
+    from wqk.training.grid import runs as grid_runs
+
     training = yaml.safe_load((Path(__file__).parents[1] / "config" / "quickstart.yaml").read_text())["training"]
-    runs = [(size, spec["layers"], objective, init, dataset, seed)
-            for size, spec in training["sizes"].items() for init, objectives in training["inits"].items()
-            for objective in objectives for dataset in training["datasets"]
-            for seed in (training["comparison_seeds"] if objective == "bidirectional" else [0])]  # fmt: skip
     summary, layers, losses = [], [], []
-    for size, n_layers, objective, init, dataset, seed in runs:
+    for name, grid in grid_runs(training).items():
+        size, objective, init, seed = grid["size"], grid["objective"], grid["init"], grid["seed"]
+        n_layers = training["sizes"][size]["layers"]
         kind = "encoder" if objective == "bidirectional" else "decoder"
-        run = dict(run=f"{size}-{kind}-{init}-{dataset}" + (f"-s{seed}" if seed else ""), size=size,
-                   objective=objective, init=init, dataset=dataset, seed=seed)  # fmt: skip
+        run = dict(run=name, size=size, objective=objective, init=init, dataset=grid["dataset"], seed=seed)
         sign = 1 if kind == "encoder" else -1
         for step in range(0, training["steps"] + 1, training["save_every"]):
             t = step / training["steps"]
@@ -285,8 +285,8 @@ def quickstart_training(folder: Path) -> dict[str, Path]:
 
 
 def test_the_quickstart_training_figures_pass_the_check(tmp_path):
-    """The quick start's snapshot has no training (an hour of it): its three training
-    figures, from tables of the quick start's shape, as its workflow renders them."""
+    """The quick start's three training figures, from tables of the quick start's shape (every
+    run and seed of its config), as its workflow renders them."""
     paths = quickstart_training(tmp_path)
     datasets = sorted(pd.read_csv(paths["summary"])["dataset"].unique())
     argvs = [["figure", "training_loss", "--in", f"losses={paths['losses']}"]]

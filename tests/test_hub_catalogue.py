@@ -34,13 +34,13 @@ BIN = Path(sys.executable).parent
 # that "most downloaded first" has one order)
 LISTING = {
     "openai/clip-vit-base-patch32": {"downloads": 9000, "pipeline_tag": "zero-shot-image-classification"},
-    "facebook/opt-125m": {"downloads": 8000},
-    "bigscience/bloom-560m": {"downloads": 7000},
-    "Qwen/Qwen3-0.6B": {"downloads": 6000},
-    "facebook/opt-350m": {"downloads": 5000},
-    "deepseek-ai/DeepSeek-V3": {"downloads": 4000},
-    "bigcode/starcoder": {"downloads": 3000},  # gated (its hub_popular.tsv notes)
-    "google/electra-small-discriminator": {"downloads": 2000},
+    "facebook/opt-125m": {"downloads": 8000, "tags": ["license:other"]},
+    "bigscience/bloom-560m": {"downloads": 7000, "tags": ["license:bigscience-bloom-rail-1.0"]},
+    "Qwen/Qwen3-0.6B": {"downloads": 6000, "tags": ["license:apache-2.0"]},
+    "facebook/opt-350m": {"downloads": 5000, "tags": ["license:other"]},
+    "deepseek-ai/DeepSeek-V3": {"downloads": 4000, "tags": ["license:mit"]},
+    "bigcode/starcoder": {"downloads": 3000, "tags": ["license:bigcode-openrail-m"]},  # gated (hub_popular.tsv notes)
+    "google/electra-small-discriminator": {"downloads": 2000, "tags": ["en", "license:apache-2.0"]},
 }
 # repos written here: hub id -> (files, listing facts): no model wqk knows, and a pytorch_model.bin
 # repo (no safetensors count; its weights are never read here)
@@ -219,6 +219,18 @@ def test_rows_are_pinned_typed_and_objectived_from_the_record(online, tmp_path):
         assert ("gated" in row["notes"].split(" | ")) == bool(online.repo("models", row["source"]).gated)
 
 
+def test_the_licence_is_the_model_cards_as_the_hub_tags_it(online):
+    """`license:NAME` among a listed model's tags is its line's licence (what the release reads to
+    decide whether its matrices may be passed on); no such tag, no licence."""
+    rows = {e.repo_id: e.row for e in build(Filters()) if e.row}
+    for hub_id, facts in LISTING.items():
+        if hub_id not in rows:
+            continue
+        tagged = [t.removeprefix("license:") for t in facts.get("tags", []) if t.startswith("license:")]
+        assert rows[hub_id]["licence"] == (tagged[0] if tagged else ""), hub_id
+    assert rows["Qwen/Qwen3-0.6B"]["licence"] == "apache-2.0" and rows["openai/clip-vit-base-patch32"]["licence"] == ""
+
+
 def test_the_order_is_the_hub_ids_whatever_the_listing_order(online):
     listed = list(list_models(Query()))
     forward = render(build(Filters(), listed))
@@ -280,6 +292,7 @@ def _snakemake(workdir: Path, hub, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=workdir, env=environment(workdir, hub), capture_output=True, text=True, timeout=900)
 
 
+@pytest.mark.slow
 def test_the_workflow_plans_the_whole_catalogue(online, tmp_path):
     workdir, configfiles, rows = _workflow(tmp_path, [])
     r = _snakemake(workdir, online, "-n", *configfiles)

@@ -144,6 +144,7 @@ def test_no_bar_frames_in_a_log_file(tiny, tmp_path):
     assert "median" in out
 
 
+@pytest.mark.slow
 def test_no_bar_frames_in_the_log_of_the_tiny_rule(tmp_path):
     """`wqk tiny` saves through transformers, whose own bars follow the same rules."""
     _, err = _wqk(["tiny", "llama", "--out", str(tmp_path / "t")], tmp_path, False)

@@ -67,10 +67,12 @@ def test_the_quickstart_plan_makes_what_its_catalogue_and_training_ask_for():
         "training_loss",
     ]  # fmt: skip
     # (vision: no model; validation off: no paper tables)
-    assert registry.stems(plan, "table") == ["scores_all", "robustness", "scores_language", "symmetric_init"]
+    assert registry.stems(plan, "table") == [
+        "scores_all", "robustness", "scores_language", "symmetric_init", "training_finals",
+    ]  # fmt: skip
     targets = registry.targets(plan)
     assert "figures/training_loss.pdf" in targets and "results/tables/symmetric_init.tex" in targets
-    assert len(targets) == 11 * 2 + 4 * 4
+    assert len(targets) == 11 * 2 + 5 * 4
 
 
 def test_validation_and_training_switch_their_products_on_and_off():

@@ -1,11 +1,10 @@
 """The release (wqk.release, `snakemake release`) and the explorer of a finished run.
 
-The end-to-end tests share one run of the test config (tests/config/test.yaml) with validation
-on (the paper comparison and the errata) and training off (the release has nothing of it to
-test), its catalogue given a `licence` column: one model's matrices may be passed on, the
-others' are unknown. The run goes to the default targets (the explorer among them) and to
-`release`; then the bundle is checked as a reader of the dataset would check it, and the
-explorer is opened in headless Chromium."""
+The end-to-end tests read the session's run of the test config (tests/conftest.py: validation
+on, for the paper comparison and the errata; its catalogue's `licence` column lets one model's
+matrices be passed on, the others' are unknown): in a copy of it, `snakemake release`; then the
+bundle is checked as a reader of the dataset would check it, and the explorer is opened in
+headless Chromium."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from rehearse import copy_workflow
-from test_workflow import ROOT, TEST_CONFIG, TIMEOUT, snakemake
+from workflow_runs import ROOT, TIMEOUT, snakemake
 from wqk.catalogue import load_catalogue
 from wqk.errors import WqkError
 from wqk.release import REDISTRIBUTABLE, Inputs, card, columns, redistributable
@@ -69,14 +67,14 @@ def test_a_release_with_sweeps_takes_their_aggregate_and_their_catalogue_togethe
 
 
 def test_catalogue_licence_column_is_optional(tmp_path):
-    plain = load_catalogue(ROOT / TEST_CONFIG.replace("test.yaml", "catalogue.tsv"))
-    assert all("licence" not in row for row in plain)  # written back without it, as before
-    path = licensed_catalogue(ROOT / "tests/config/catalogue.tsv", tmp_path / "catalogue.tsv")
-    rows = {row["model_id"]: row for row in load_catalogue(path)}
+    licensed = ROOT / "tests/config/catalogue.tsv"
+    plain = load_catalogue(without_column(licensed, tmp_path / "plain.tsv", "licence"))
+    assert plain and all("licence" not in row for row in plain)  # written back without it, as before
+    rows = {row["model_id"]: row for row in load_catalogue(licensed)}
     assert rows[LICENSED]["licence"] == "apache-2.0"
     assert {row["licence"] for mid, row in rows.items() if mid != LICENSED} == {""}
     bad = tmp_path / "bad.tsv"
-    bad.write_text(path.read_text().replace("apache-2.0", "apache 2.0"))
+    bad.write_text(licensed.read_text().replace("apache-2.0", "apache 2.0"))
     with pytest.raises(Exception, match=r"line \d+, column 'licence'"):
         load_catalogue(bad)
 
@@ -91,18 +89,11 @@ def test_citation_of_the_paper_and_the_software():
 # ---------------------------------------------------------------- a finished run
 
 
-def licensed_catalogue(source: Path, dest: Path) -> Path:
-    """The catalogue with a `licence` column: apache-2.0 for LICENSED, empty (unknown) elsewhere."""
-    lines = source.read_text().splitlines()
-    out = []
-    for line in lines:
-        if line.startswith("#") or not line.strip():
-            out.append(line)
-        elif line.startswith("slug\t"):
-            out.append(line + "\tlicence")
-        else:
-            out.append(line + ("\tapache-2.0" if line.split("\t")[1] == LICENSED else "\t"))
-    dest.write_text("\n".join(out) + "\n")
+def without_column(source: Path, dest: Path, column: str) -> Path:
+    """A catalogue (TSV) without one of its columns."""
+    rows = [line.split("\t") for line in source.read_text().splitlines() if line and not line.startswith("#")]
+    drop = rows[0].index(column)
+    dest.write_text("".join("\t".join(r[:drop] + r[drop + 1 :]) + "\n" for r in rows))
     return dest
 
 
@@ -115,14 +106,12 @@ def digests(folder: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> dict:
-    wd = copy_workflow(tmp_path_factory.mktemp("release") / "run")  # with CITATION.cff, requirements.lock
-    licensed_catalogue(wd / "tests/config/catalogue.tsv", wd / "tests/config/catalogue.tsv")
-    config = yaml.safe_load((wd / TEST_CONFIG).read_text())
-    config["activate"] |= {"validation": True, "training": False}
-    (wd / "tests/config/release.yaml").write_text(yaml.safe_dump(config))
-    args = ("--cores", "2", "--configfile", "tests/config/release.yaml")
-    r = snakemake(wd, *args[:2], "all", "release", *args[2:], timeout=TIMEOUT)
+def run(test_run, tmp_path_factory) -> dict:
+    """A copy of the session's test run, then `snakemake release` in it."""
+    wd = tmp_path_factory.mktemp("release") / "run"
+    shutil.copytree(test_run.wd, wd, symlinks=True)
+    args = ("--cores", "2", "--configfile", test_run.configfile)
+    r = snakemake(wd, *args[:2], "release", *args[2:], timeout=TIMEOUT)
     assert r.returncode == 0, r.stderr[-5000:]
     (bundle,) = (wd / "release").iterdir()
     return dict(wd=wd, bundle=bundle, args=args)
@@ -214,17 +203,15 @@ def test_release_and_explorer_rerun_to_the_same_bytes(run):
 
 
 @pytest.mark.slow
-def test_the_runs_explorer_in_chromium_shows_heads_parquets_values(run, tmp_path):
+def test_the_runs_explorer_in_chromium_shows_heads_parquets_values(run, tmp_path, chromium):
     """The explorer of the finished run: pick a model, a layer and a head; the values shown
     are heads.parquet's; no request leaves the page's folder; no JavaScript error."""
-    from explorer_browser import Explorer, available
+    from explorer_browser import Explorer
 
-    if reason := available():
-        pytest.fail(f"the explorer cannot be opened in a browser: {reason}")
     wd = run["wd"]
     heads = pd.read_parquet(wd / "results/aggregate/heads.parquet")
     picks = [("openai--whisper-tiny.en", "decoder", 1, 2), ("sentence-transformers--all-minilm-l6-v2", "encoder", 3, 5)]
-    with Explorer(wd / "results/explorer/index.html", tmp_path / "shots") as page:
+    with Explorer(wd / "results/explorer/index.html", tmp_path / "shots", chromium) as page:
         page.open()
         page.screenshot("opened")
         for slug, stack, layer, head in picks:

@@ -6,7 +6,6 @@ installed; if the daemons do not come up the tests fail, they never skip.
 """
 
 import fcntl
-import hashlib
 import os
 import re
 import shutil
@@ -19,6 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from workflow_runs import result_hashes
 from wqk.ids import slug
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -223,43 +223,28 @@ def repo_copy(dest):
     return dest
 
 
-def result_hashes(workdir):
-    """sha256 of every file under results/ (scores, aggregates, tables, training runs)."""
-    return {
-        str(path.relative_to(workdir)): hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted((workdir / "results").rglob("*"))
-        if path.is_file()
-    }
+def test_test_workflow_same_bytes_on_slurm(slurm, test_run, tmp_path):
+    """The test workflow through --executor slurm gives the session's local run's results
+    (tests/conftest.py), byte for byte.
 
-
-def test_test_workflow_same_bytes_on_slurm(slurm, tmp_path):
-    """The test workflow through --executor slurm gives a local run's results, byte for byte.
-
-    Figures are switched off in both runs: they are local rules either way. The two runs go
-    side by side (the SLURM one mostly waits on polls)."""
+    Figures are switched off in the SLURM run: they are local rules either way, and nothing
+    under results/ is drawn from them."""
     env = {**slurm, "PATH": f"{Path(sys.executable).parent}:{slurm['PATH']}"}
-    runs = {}
-    for kind in ("slurm", "local"):
-        workdir = repo_copy(tmp_path / kind)
-        config = yaml.safe_load((workdir / "tests/config/test.yaml").read_text())
-        config["activate"]["figures"] = False
-        (workdir / "test-slurm.yaml").write_text(yaml.safe_dump(config))
-        args = ["--configfile", "test-slurm.yaml"]
-        args += slurm_args() if kind == "slurm" else ["--workflow-profile", "none", "--cores", "2"]
-        runs[kind] = Snakemake(workdir, env, *args)
-    while not all([run.finished() for run in runs.values()]):  # both end before any check
-        time.sleep(0.5)
-    output = {kind: run.output() for kind, run in runs.items()}
+    workdir = repo_copy(tmp_path / "slurm")
+    config = yaml.safe_load((workdir / test_run.configfile).read_text())
+    config["activate"]["figures"] = False
+    (workdir / "test-slurm.yaml").write_text(yaml.safe_dump(config))
+    output = snakemake(workdir, env, "--configfile", "test-slurm.yaml", *slurm_args())
 
-    expected, got = result_hashes(runs["local"].workdir), result_hashes(runs["slurm"].workdir)
-    for part in ("scores/", "aggregate/", "tables/", "training/"):
+    expected, got = test_run.results, result_hashes(workdir)
+    for part in ("scores/", "aggregate/", "tables/", "training/", "validation/"):
         assert any(k.startswith(f"results/{part}") for k in expected), (part, sorted(expected))
     differ = sorted(k for k in expected.keys() | got.keys() if expected.get(k) != got.get(k))
     assert not differ, f"results differ between the local and the SLURM run: {differ}"
     # the scores went to SLURM in batches: one submission for each batch of them
-    n_scores = len(list((runs["slurm"].workdir / "results/scores").glob("*.parquet")))
-    batches = re.findall(rf"submitted with SLURM jobid \d+ \(log: .*/slurm_logs/{batch_log_folder()}/", output["slurm"])
-    assert len(batches) == -(-n_scores // batch_size()), output["slurm"][-6000:]
+    n_scores = len(list((workdir / "results/scores").glob("*.parquet")))
+    batches = re.findall(rf"submitted with SLURM jobid \d+ \(log: .*/slurm_logs/{batch_log_folder()}/", output)
+    assert len(batches) == -(-n_scores // batch_size()), output[-6000:]
 
 
 def batch_size():
@@ -292,10 +277,10 @@ def same_model_catalogue(path, folder, n):
 
 
 def test_slurm_batches_scoring(slurm, tmp_path):
-    """50 models through the real SLURM: their score jobs go in batches of the profile's batch
-    size, one sbatch each, and a batch asks for one GPU (not one per model), the CPUs of one
-    score job and the summed runtime of its models."""
-    n_models, size = 50, batch_size()
+    """21 models through the real SLURM: their score jobs go in batches of the profile's batch
+    size (a full one and the rest), one sbatch each, and a batch asks for one GPU (not one per
+    model), the CPUs of one score job and the summed runtime of its models."""
+    n_models, size = 21, batch_size()
     env = {**slurm, "PATH": f"{Path(sys.executable).parent}:{slurm['PATH']}"}
     workdir = repo_copy(tmp_path / "work")
     folder = tmp_path / "tiny-gpt2"
@@ -308,6 +293,11 @@ def test_slurm_batches_scoring(slurm, tmp_path):
     output = snakemake(workdir, env, "--configfile", "batch.yaml", *slurm_args())
 
     assert all((workdir / f"results/scores/{s}.parquet").is_file() for s in slugs)
+    # every member of a batch is a `snakemake` of its own that parses the workflow: it read the
+    # catalogue the first parse validated (wqk.catalogue.load_catalogues_cached), writing nothing
+    (cached,) = (workdir / ".snakemake" / "wqk").glob("catalogue-*.json")
+    first_scores = min((workdir / f"results/scores/{s}.parquet").stat().st_mtime for s in slugs)
+    assert cached.stat().st_mtime < first_scores
     assert pd.read_parquet(workdir / "results/aggregate/models.parquet")["slug"].nunique() == n_models
     # each submission names its log folder: group_<group>_<rule> for a batch, rule_<rule> else
     submitted = re.findall(r"submitted with SLURM jobid (\d+) \(log: .*/slurm_logs/(\w+)/", output)

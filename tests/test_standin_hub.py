@@ -50,6 +50,7 @@ def caches(tmp_path, monkeypatch):
     return {"cache_dir": tmp_path / "wqk", "hf_cache_dir": tmp_path / "hf", "progress": False}
 
 
+@pytest.mark.slow
 def test_every_paper_model_has_a_stand_in_that_scores_to_its_paper_stacks(tmp_path):
     """Each catalogue model's stand-in is built from its real model_type and class: the adapter
     finds every stack the paper reports, and config.json says the real model_type."""
@@ -113,6 +114,7 @@ def _wqk(args: list[str], hub, home: Path) -> subprocess.CompletedProcess:
     return subprocess.run([wqk_bin, *args], env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_paper_tokenizer_and_corpora_through_the_stand_in(hub, tmp_path):
     """bert-base-uncased's tokenizer from the hub, Wikipedia through `datasets` from the hub,
     RedPajama-V2 over HTTP from its own site, Jigsaw from the Kaggle folder."""

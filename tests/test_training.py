@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from wqk.errors import SourceUnavailable, WqkError
+from wqk.tables import training_finals
 from wqk.training import corpus, summary, tokenizer
 from wqk.training.train import TrainConfig, build_model, complete_checkpoints, train
 
@@ -191,6 +192,21 @@ def test_symmetric_init_copies_key_into_query(objective, small_corpus, small_tok
     )
     assert not torch.equal(default.bert.encoder.layer[0].attention.self.query.weight,
                            default.bert.encoder.layer[0].attention.self.key.weight)  # fmt: skip
+
+
+def test_dropout_setting_reaches_every_dropout_of_the_model(small_corpus, small_tokenizer, tmp_path):
+    """--dropout sets BERT's hidden and attention dropout; 0 leaves a train() model deterministic."""
+    for p in (0.0, 0.25):
+        model = build_model(tiny_cfg(small_corpus, small_tokenizer, tmp_path, dropout=p), 500, 0)
+        assert model.config.hidden_dropout_prob == model.config.attention_probs_dropout_prob == p
+        drops = {m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)}
+        assert drops == {p}, drops
+    model.train()
+    ids = torch.randint(5, 500, (2, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert not torch.equal(model(input_ids=ids).logits, model(input_ids=ids).logits)  # 0.25: random
+        still = build_model(tiny_cfg(small_corpus, small_tokenizer, tmp_path, dropout=0.0), 500, 0).train()
+        assert torch.equal(still(input_ids=ids).logits, still(input_ids=ids).logits)
 
 
 def test_decoder_is_causal_and_encoder_is_not(small_corpus, small_tokenizer, tmp_path):
@@ -380,6 +396,7 @@ def test_resume_after_a_crash_between_checkpoint_and_scores(small_corpus, small_
     assert complete_checkpoints(run) == [9] and not _leftovers(run)
 
 
+@pytest.mark.slow
 def test_resume_after_kill_matches_uninterrupted_run(small_corpus, small_tokenizer, tmp_path):
     args = ["train", "--corpus", small_corpus, "--tokenizer", small_tokenizer, "--objective", "bidirectional",
             "--layers", 2, "--hidden", 32, "--heads", 2, "--intermediate", 64, "--seq-len", 16, "--batch-size", 4,
@@ -718,30 +735,30 @@ def test_training_figures_render(tmp_path):
 # this test's size (2 layers, width 64, 1000 steps, ~1 min a run): 0.375 vs 0.069. A vocabulary
 # of 1000-4000 or 600 steps gives much less (0.05-0.2, and seed-dependent at 600 steps).
 EFFECT_VOCAB = 500
+# The quick start's schedule, shorter: a higher learning rate and no dropout (36 s on 2 cores, where
+# 1,000 steps at 1e-3 with dropout took 88 s for a gap of 0.31 against 0.43 here).
 EFFECT_RUN = ["--layers", 2, "--hidden", 64, "--heads", 2, "--intermediate", 256, "--seq-len", 64,
-              "--batch-size", 32, "--steps", 1000, "--lr", 1e-3, "--warmup", 50, "--save-every", 1000,
+              "--batch-size", 32, "--steps", 600, "--lr", 2e-3, "--warmup", 50, "--dropout", 0, "--save-every", 600,
               "--log-every", 50, "--threads", 1]  # fmt: skip
 
 
 def _assert_effect(summary_df: pd.DataFrame, min_gap: float = 0.3) -> None:
-    """At the last checkpoint of each (dataset, size): encoder symmetry >= decoder's + min_gap,
-    decoder directionality below the encoder's."""
-    df = summary_df[summary_df["init"] == "default"].sort_values("step")
-    pairs = 0
-    for _, g in df.groupby(["dataset", "size"]):
-        last = g.groupby("objective").tail(1).set_index("objective")
-        if not {"bidirectional", "autoregressive"} <= set(last.index):
-            continue
-        enc, dec = last.loc["bidirectional"], last.loc["autoregressive"]
-        assert enc["symmetry_median"] >= dec["symmetry_median"] + min_gap, last
-        assert dec["directionality_median"] < enc["directionality_median"], last
-        pairs += 1
-    assert pairs, "no encoder/decoder pair with default initialisation"
+    """At the last checkpoint of each (dataset, size), over the seeds (results/tables/training_finals'
+    `encoder - decoder` row): the encoder's symmetry at least min_gap above the decoder's, on
+    average and for the worst pair of seeds; the decoder's directionality below the encoder's for
+    every pair."""
+    table = training_finals.build({"summary": summary_df})
+    gaps = table[table["objective"] == training_finals.GAP]
+    assert len(gaps), "no encoder/decoder pair with default initialisation"
+    for row in gaps.itertuples(index=False):
+        assert row.symmetry_mean >= min_gap and row.symmetry_min >= min_gap, table.to_string()
+        assert row.directionality_min > 0, table.to_string()
 
 
+@pytest.mark.slow
 def test_encoder_becomes_symmetric_and_decoder_column_dominant(tmp_path):
-    """The paper's effect at a size the suite can afford; the quick start (larger, longer)
-    is held to the issue's full 0.3 gap by the test below once it has been run."""
+    """The paper's effect at a size the suite can afford, held to the quick start's 0.3 gap; the
+    quick start itself is held to it by the test below once it has been run."""
     text, tok = tmp_path / "pydoc.txt", tmp_path / "tok"
     corpus.write_corpus(corpus.pydoc(), text)
     tokenizer.build(tok, text, vocab_size=EFFECT_VOCAB)
@@ -754,7 +771,7 @@ def test_encoder_becomes_symmetric_and_decoder_column_dominant(tmp_path):
     for p in procs.values():
         _, err = p.communicate()
         assert p.returncode == 0, err
-    _assert_effect(summary.summarize([str(tmp_path / o) for o in procs])[0], min_gap=0.25)
+    _assert_effect(summary.summarize([str(tmp_path / o) for o in procs])[0])
 
 
 def test_quickstart_outputs_show_the_effect():

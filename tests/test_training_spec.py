@@ -224,7 +224,7 @@ def test_every_setting_of_a_config_reaches_the_train_job(tmp_path):
     """A config setting every key to a value of its own: each value is in the printed train
     command of every run, as the option of its name; the grid's and the size's values too."""
     from rehearse import copy_workflow
-    from test_workflow import TEST_CONFIG, planned_jobs, snakemake
+    from workflow_runs import TEST_CONFIG, planned_jobs, snakemake
 
     wf = copy_workflow(tmp_path / "wf")
     base = yaml.safe_load((wf / TEST_CONFIG).read_text())
@@ -261,34 +261,69 @@ def test_every_setting_of_a_config_reaches_the_train_job(tmp_path):
 # --- a new setting ----------------------------------------------------------------------
 
 
+def test_dropout_is_a_probability_below_one():
+    for bad, why in ((1.0, "--dropout must be less than 1"), (-0.1, "--dropout must be at least 0")):
+        with pytest.raises(WqkError, match=why):
+            TrainConfig(corpus="c", tokenizer="t", out="o", dropout=bad)
+    key = spec.workflow_schema()["training_settings"]["properties"]["dropout"]
+    assert (key["minimum"], key["exclusiveMaximum"], key["default"]) == (0, 1, 0.1)
+    assert "dropout" in spec.resume_keys()  # a resumed run must train with the same
+
+
+def test_seeds_repeat_every_run_and_comparison_seeds_the_compared_ones():
+    """training.seeds: every run once per seed (the spread of the final scores); comparison_seeds:
+    the runs the symmetric-initialisation table compares (an objective under several inits),
+    by default the seeds; a run of another seed than training.seed is named -s<seed>."""
+    base = {"sizes": {"s": {}}, "datasets": ["pydoc"], "seed": 0,
+            "inits": {"default": ["bidirectional", "autoregressive"], "symmetric": ["bidirectional"]}}  # fmt: skip
+    assert list(grid.runs(base)) == ["s-decoder-default-pydoc", "s-encoder-default-pydoc", "s-encoder-symmetric-pydoc"]
+    both = grid.runs({**base, "seeds": [0, 1]})
+    assert {r["seed"] for r in both.values()} == {0, 1} and len(both) == 6
+    assert (
+        both["s-decoder-default-pydoc-s1"]["seed"] == 1 and both["s-encoder-symmetric-pydoc-s1"]["init"] == "symmetric"
+    )
+    three = grid.runs({**base, "seeds": [0, 1], "comparison_seeds": [0, 1, 2]})
+    assert sorted(r for r in three if r.endswith("-s2")) == [
+        "s-encoder-default-pydoc-s2",
+        "s-encoder-symmetric-pydoc-s2",
+    ]
+    assert set(grid.runs({**base, "comparison_seeds": [0, 1, 2]})) == set(three) - {"s-decoder-default-pydoc-s1"}
+
+
 def test_a_new_field_is_an_option_a_workflow_key_a_flag_and_a_resume_check():
     """A field added to the spec (here a subclass with one more field) is, with no other
     edit: an option of `wqk train`, checked; a key of the workflow's schema with its default
     and minimum; a flag of the train rule; a key of run.json that a resumed run must match."""
     extended = make_dataclass(
         "Extended",
-        [("dropout", float, spec.setting(0.1, "dropout probability", minimum=0, resume_check=True, source=CONFIG))],
+        [
+            (
+                "label_smoothing",
+                float,
+                spec.setting(0.1, "label smoothing of the loss", minimum=0, resume_check=True, source=CONFIG),
+            )
+        ],
         bases=(TrainConfig,),
     )
-    a = _actions(extended)["dropout"]
-    assert a.option_strings == ["--dropout"] and a.type is float and a.default == 0.1
+    a = _actions(extended)["label_smoothing"]
+    assert a.option_strings == ["--label-smoothing"] and a.type is float and a.default == 0.1
     args = _parser(extended).parse_args(["--corpus", "c", "--tokenizer", "t", "--out", "o", "--objective",
-                                         "autoregressive", "--dropout", "0.25"])  # fmt: skip
+                                         "autoregressive", "--label-smoothing", "0.25"])  # fmt: skip
     cfg = spec.from_args(args, extended)
-    assert cfg.dropout == 0.25 and cfg.objective == "autoregressive"
-    with pytest.raises(WqkError, match="--dropout must be at least 0"):
-        extended(corpus="c", tokenizer="t", out="o", dropout=-1.0)
+    assert cfg.label_smoothing == 0.25 and cfg.objective == "autoregressive"
+    with pytest.raises(WqkError, match="--label-smoothing must be at least 0"):
+        extended(corpus="c", tokenizer="t", out="o", label_smoothing=-1.0)
 
-    key = spec.workflow_schema(extended)["training_settings"]["properties"]["dropout"]
-    assert key == {"description": "dropout probability", "type": "number", "minimum": 0, "default": 0.1}
-    assert "dropout:" in spec.schema_block(extended) and "dropout:" not in spec.schema_block()
+    key = spec.workflow_schema(extended)["training_settings"]["properties"]["label_smoothing"]
+    assert key == {"description": "label smoothing of the loss", "type": "number", "minimum": 0, "default": 0.1}
+    assert "label_smoothing:" in spec.schema_block(extended) and "label_smoothing:" not in spec.schema_block()
 
     training = {"sizes": {"s": {"layers": 1, "hidden": 8, "heads": 2, "intermediate": 16}}, "datasets": ["pydoc"],
                 "inits": {"default": ["bidirectional"]}, "seed": 0, "steps": 4, "save_every": 2}  # fmt: skip
     for key_, schema in spec.workflow_schema()["training_settings"]["properties"].items():
         training.setdefault(key_, schema.get("default"))
-    training["dropout"] = 0.3
+    training["label_smoothing"] = 0.3
     run = grid.runs(training)["s-encoder-default-pydoc"]
-    assert "--dropout 0.3" in grid.run_flags(training, run, extended)
-    assert "--dropout" not in grid.run_flags(training, run)
-    assert "dropout" in spec.resume_keys(extended) and spec.recorded(cfg)["dropout"] == 0.25
+    assert "--label-smoothing 0.3" in grid.run_flags(training, run, extended)
+    assert "--label-smoothing" not in grid.run_flags(training, run)
+    assert "label_smoothing" in spec.resume_keys(extended) and spec.recorded(cfg)["label_smoothing"] == 0.25

@@ -1,5 +1,6 @@
 """The Snakemake workflow: lint, parse-time validation, planning, incremental reruns, and
-the tiny end-to-end run (twice, byte-identical figures and tables).
+the end-to-end run of the test config (tests/conftest.py's `test_run`, once a session; the
+byte-identity test runs it a second time, as a deployed module).
 
 Every run happens in a temporary copy of the workflow, offline. Snakemake is the one
 installed next to this Python (the project's venv); `wqk` is found on the same PATH.
@@ -22,57 +23,24 @@ from pathlib import Path
 import pytest
 
 from rehearse import copy_workflow
+from workflow_runs import (
+    ROOT,
+    SNAKEMAKE,
+    TEST_CONFIG,
+    TIMEOUT,
+    digests,
+    environment,
+    job_counts,
+    planned_jobs,
+    snakemake,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
-SNAKEMAKE = str(BIN / "snakemake")
-TEST_CONFIG = "tests/config/test.yaml"
-TIMEOUT = 1500  # seconds for one end-to-end run
-
-
-def snakemake(workdir: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", HF_HUB_OFFLINE="1")
-    env.pop("HF_TOKEN", None)
-    return subprocess.run([SNAKEMAKE, *args], cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def job_counts(output: str) -> dict[str, int]:
-    """The first `Job stats` table of a dry run: rule -> number of jobs."""
-    counts, inside = {}, False
-    for line in output.splitlines():
-        if line.startswith("Job stats"):
-            if counts:
-                break
-            inside = True
-            continue
-        if inside:
-            m = re.match(r"^(\w+)\s+(\d+)$", line.strip())
-            if m and m.group(1) != "total":
-                counts[m.group(1)] = int(m.group(2))
-            elif line.startswith("total"):
-                break
-    return counts
-
-
-def planned_jobs(output: str) -> list[tuple[str, str]]:
-    """(rule, wildcards) of every job a dry run lists (blocks separated by blank lines)."""
-    jobs = []
-    for block in re.split(r"\n\s*\n", output):
-        rule = re.search(r"^\s*(?:local)?rule (\w+):$", block, re.M)
-        if rule:
-            wildcards = re.search(r"^\s*wildcards: (.*)$", block, re.M)
-            jobs.append((rule.group(1), wildcards.group(1).strip() if wildcards else ""))
-    return jobs
+pytestmark = pytest.mark.slow  # every test here runs Snakemake
 
 
 def read_catalogue(path: Path) -> list[dict]:
     with open(path, newline="") as f:
         return list(csv.DictReader((l for l in f if not l.startswith("#")), delimiter="\t"))
-
-
-def digests(workdir: Path) -> dict[str, str]:
-    files = sorted((workdir / "figures").glob("*")) + sorted((workdir / "results" / "tables").glob("*"))
-    return {str(p.relative_to(workdir)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +87,18 @@ def test_paper_dry_run_plans_every_catalogue_model(workdir):
     assert len(summary_cmd) == 1 and len(summary_cmd[0]) < 32_000, [len(c) for c in summary_cmd]
 
 
+def test_the_release_asks_for_each_file_once(workdir):
+    """The paper config's release (aggregates, the sweeps' beside them, scores, null, tables,
+    figures): every input once (the aggregate's files were listed twice)."""
+    r = snakemake(workdir, "-n", "release", "--cores", "2")
+    assert r.returncode == 0, r.stderr[-3000:]
+    block = r.stdout[r.stdout.index("rule release:") :]
+    inputs = block.split("input: ", 1)[1].splitlines()[0].split(", ")
+    assert len(inputs) > 300 and "results/aggregate/models.parquet" in inputs
+    assert "results/aggregate_sweeps/models.parquet" in inputs
+    assert sorted(p for p in set(inputs) if inputs.count(p) > 1) == []
+
+
 def atlas_catalogue(path: Path, n: int) -> Path:
     """A catalogue of n hub models (pinned, planned offline: nothing is fetched by a dry run)."""
     header = ("slug", "model_id", "source", "revision", "family", "modality", "n_params", "figure", "synthetic",
@@ -134,7 +114,6 @@ def atlas_catalogue(path: Path, n: int) -> Path:
     return path
 
 
-@pytest.mark.slow
 def test_a_catalogue_of_thousands_plans_no_command_that_grows_with_it(workdir, tmp_path):
     """3,001 models: every job's command stays short (aggregation reads folders of per-model
     files, not one argument per file); once, one command was 234 KB, past what Linux starts."""
@@ -153,22 +132,54 @@ def test_a_catalogue_of_thousands_plans_no_command_that_grows_with_it(workdir, t
     assert max(len(c) for c in commands) < 32 * 1024, max(commands, key=len)[:300]
 
 
-def test_quickstart_trains_three_seeds_of_each_compared_init(workdir):
-    """training.comparison_seeds repeats the runs the symmetric-initialisation table compares
-    (the encoders); the decoder, trained under one init, runs once."""
-    r = snakemake(workdir, "-n", "--cores", "2", "--configfile", "config/quickstart.yaml")
+def planned_train_seeds(workdir: Path, *configfiles: str) -> dict[str, int]:
+    """Run name -> the --seed of its planned `wqk train` command (each with --threads 1)."""
+    r = snakemake(workdir, "-n", "-p", "--cores", "2", "--configfile", *configfiles)
     assert r.returncode == 0, r.stderr[-3000:]
-    runs = sorted(w for rule, w in planned_jobs(r.stdout) if rule == "train")
-    encoders = [f"small-encoder-{init}-pydoc{s}" for init in ("default", "symmetric") for s in ("", "-s1", "-s2")]
-    assert runs == sorted(["run=small-decoder-default-pydoc", *(f"run={e}" for e in encoders)]), runs
+    commands = [line for line in r.stdout.splitlines() if "wqk train " in line]
+    assert commands and all("--threads 1 " in c for c in commands)  # two runs share the 2 cores
     seeds = {
         m.group(2): int(m.group(1))
-        for line in r.stdout.splitlines()
-        if (m := re.search(r"wqk train .*--seed (\d+) .*--out results/training/runs/(\S+)", line))
+        for line in commands
+        if (m := re.search(r"--seed (\d+) .*--out results/training/runs/(\S+)", line))
     }
-    suffixed = {run: int(m.group(1)) for run in seeds if (m := re.search(r"-s(\d+)$", run))}
-    assert len(seeds) == 7 and len(suffixed) == 4 and all(seeds[r] == s for r, s in suffixed.items()), seeds
-    assert seeds["small-encoder-symmetric-pydoc"] == seeds["small-decoder-default-pydoc"] == 0
+    assert sorted(f"run={run}" for run in seeds) == sorted(w for rule, w in planned_jobs(r.stdout) if rule == "train")
+    return seeds
+
+
+def test_quickstart_trains_every_run_on_two_seeds_and_symmetric_init_yaml_adds_a_third(workdir):
+    """training.seeds repeats every run of the quick start (the spread of encoder and decoder
+    alike); config/symmetric_init.yaml adds a third seed to the encoders it compares."""
+    runs = [f"small-{kind}-pydoc" for kind in ("encoder-default", "encoder-symmetric", "decoder-default")]
+    seeds = planned_train_seeds(workdir, "config/quickstart.yaml")
+    assert seeds == {**{run: 0 for run in runs}, **{f"{run}-s1": 1 for run in runs}}, seeds
+    more = planned_train_seeds(workdir, "config/quickstart.yaml", "config/symmetric_init.yaml")
+    assert more == {**seeds, "small-encoder-default-pydoc-s2": 2, "small-encoder-symmetric-pydoc-s2": 2}, more
+
+
+def test_a_catalogue_of_revision_sweeps_only_plans_the_sweeps(workdir, tmp_path):
+    """A catalogue whose every line is a revision of a sweep (config/catalogue/sweeps.tsv alone):
+    its revisions are fetched, scored, aggregated apart and drawn along training; nothing is
+    planned of a population it lacks (aggregate, explorer, validation); a release says why not."""
+    import yaml
+
+    config = yaml.safe_load((workdir / TEST_CONFIG).read_text())
+    config["catalogue"] = "config/catalogue/sweeps.tsv"
+    config["activate"]["training"] = False
+    del config["figures"]["wqk_heatmaps"]
+    (workdir / "sweeps-only.yaml").write_text(yaml.safe_dump(config))
+    r = snakemake(workdir, "-n", "--cores", "2", "--configfile", "sweeps-only.yaml")
+    assert r.returncode == 0, r.stderr[-3000:]
+    counts = job_counts(r.stdout)
+    from wqk.catalogue import load_catalogue
+
+    revisions = load_catalogue(workdir / "config" / "catalogue" / "sweeps.tsv")
+    assert len(revisions) == 10 and all(r["sweep"] for r in revisions)
+    assert counts.pop("fetch") == counts.pop("score") == len(revisions), counts
+    assert counts == {"catalogue_sweeps": 1, "aggregate_sweeps": 1, "figure_sweep_dynamics": 1,
+                      "table_sweep_scores": 1, "all": 1}, counts  # fmt: skip
+    r = snakemake(workdir, "-n", "release", "--cores", "2", "--configfile", "sweeps-only.yaml")
+    assert r.returncode != 0 and "holds revision sweeps only" in r.stdout + r.stderr, r.stderr[-2000:]
 
 
 def _write_bad_config(workdir: Path, text_from: str, text_to: str) -> str:
@@ -196,7 +207,7 @@ def test_catalogue_typo_fails_naming_file_line_and_column(workdir):
     assert bad.read_text() != src
     r = snakemake(workdir, "-n", "--configfile", TEST_CONFIG, "--config", f"catalogue={bad}")
     assert r.returncode != 0
-    assert f"catalogue {bad}, line 3, column 'figure'" in r.stdout + r.stderr
+    assert f"catalogue {bad}, line 4, column 'figure'" in r.stdout + r.stderr
     assert "'langauge'" in r.stdout + r.stderr
 
 
@@ -215,16 +226,8 @@ def test_catalogue_unknown_column_and_duplicate_slug(workdir):
 # ---------------------------------------------------------------- end to end
 
 
-@pytest.fixture(scope="module")
-def finished(workdir) -> Path:
-    """The tiny test config run to completion in the module's copy."""
-    r = snakemake(workdir, "--cores", "2", "--configfile", TEST_CONFIG, timeout=TIMEOUT)
-    assert r.returncode == 0, r.stderr[-5000:]
-    return workdir
-
-
-@pytest.mark.slow
-def test_end_to_end_outputs(finished):
+def test_end_to_end_outputs(test_run):
+    finished = test_run.wd
     figures = sorted(p.name for p in (finished / "figures").glob("*.png"))
     expected = {
         "wqk_heatmaps", "scores_vs_params_language", "scores_vs_params_audio", "encdec_stacks",
@@ -266,9 +269,8 @@ def test_end_to_end_outputs(finished):
             ).read_bytes()
 
 
-@pytest.mark.slow
-def test_nothing_left_to_do_after_a_run(finished):
-    r = snakemake(finished, "-n", "--cores", "2", "--configfile", TEST_CONFIG)
+def test_nothing_left_to_do_after_a_run(test_run):
+    r = snakemake(test_run.wd, "-n", "--cores", "2", "--configfile", TEST_CONFIG)
     assert r.returncode == 0
     assert "Nothing to be done" in r.stdout + r.stderr, job_counts(r.stdout)
 
@@ -288,22 +290,22 @@ def plan_after_editing(workdir: Path, name: str) -> dict[str, int]:
     return job_counts(r.stdout)
 
 
-@pytest.mark.slow
-def test_editing_one_figure_module_reruns_only_that_figure(finished):
+def test_editing_one_figure_module_reruns_only_that_figure(test_run):
+    finished = test_run.wd
     counts = plan_after_editing(finished, "figures/depth_profile.py")
     assert set(counts) == {"figure_depth_profile", "all"}, counts
 
 
-@pytest.mark.slow
-def test_editing_the_shared_figure_style_reruns_every_figure_and_no_table(finished):
+def test_editing_the_shared_figure_style_reruns_every_figure_and_no_table(test_run):
+    finished = test_run.wd
     counts = plan_after_editing(finished, "figures/__init__.py")
     made = {p.name.removesuffix(".png") for p in (finished / "figures").glob("*.png")}
     assert sum(n for rule, n in counts.items() if rule.startswith("figure_")) == len(made) == 11, counts
     assert {rule for rule in counts if not rule.startswith("figure_")} == {"all"}, counts
 
 
-@pytest.mark.slow
-def test_editing_shared_figure_code_reruns_exactly_the_figures_that_import_it(finished):
+def test_editing_shared_figure_code_reruns_exactly_the_figures_that_import_it(test_run):
+    finished = test_run.wd
     """figures/scores_vs_params.py is drawn by its own figure (language and audio here) and
     imported by encdec_stacks; report_data.py by figures and tables of both kinds."""
     counts = plan_after_editing(finished, "figures/scores_vs_params.py")
@@ -311,16 +313,17 @@ def test_editing_shared_figure_code_reruns_exactly_the_figures_that_import_it(fi
     counts = plan_after_editing(finished, "report_data.py")
     assert set(counts) == {
         "figure_scores_vs_params", "figure_encdec_stacks", "figure_training_loss", "figure_training_scores",
-        "figure_training_layers", "table_scores_language", "table_symmetric_init", "all",
+        "figure_training_layers", "table_scores_language", "table_symmetric_init", "table_training_finals",
+        "table_training_comparison", "all",
     }, counts  # fmt: skip
 
 
-@pytest.mark.slow
-def test_adding_a_catalogue_line_schedules_only_that_model(finished):
+def test_adding_a_catalogue_line_schedules_only_that_model(test_run):
+    finished = test_run.wd
     catalogue = finished / "tests" / "config" / "catalogue.tsv"
     original = catalogue.read_text()
     new_line = (
-        "\ttiny/llama\ttiny:llama\t\tLlama (tiny random)\ttext\t\tlanguage\tTrue\t\tautoregressive\t\t\tSYNTHETIC\n"
+        "\ttiny/llama\ttiny:llama\t\tLlama (tiny random)\ttext\t\tlanguage\tTrue\t\tautoregressive\t\t\tSYNTHETIC\t\n"
     )
     try:
         catalogue.write_text(original + new_line)
@@ -340,7 +343,7 @@ def test_adding_a_catalogue_line_schedules_only_that_model(finished):
         "catalogue", "aggregate", "figure_scores_vs_params", "figure_encdec_stacks",
         "figure_head_distributions", "figure_depth_profile", "table_scores_all",
         "table_scores_language", "figure_spectral_signatures", "figure_rotary_symmetry", "table_robustness",
-        "explorer", "all",
+        "aggregate_authors", "validate", "table_paper_comparison", "table_errata", "explorer", "all",
     }, counts  # fmt: skip
 
 
@@ -361,11 +364,13 @@ use rule * from wqk as wqk_*
 
 
 def deploy(folder: Path, snakefile: Path) -> Path:
-    """A project folder holding only a config (the test config, its catalogue beside it) and
-    the Snakefile that uses `snakefile` as a module."""
+    """A project folder holding only a config (the test config, its catalogue beside it, and the
+    paper's published facts that validation reads, as snakedeploy copies config/) and the
+    Snakefile that uses `snakefile` as a module."""
     import yaml
 
     (folder / "config").mkdir(parents=True)
+    shutil.copytree(ROOT / "config" / "paper", folder / "config" / "paper")
     config = yaml.safe_load((ROOT / TEST_CONFIG).read_text())
     shutil.copy(ROOT / config["catalogue"], folder / "config" / "catalogue.tsv")
     config["catalogue"] = "config/catalogue.tsv"
@@ -374,8 +379,7 @@ def deploy(folder: Path, snakefile: Path) -> Path:
     return folder
 
 
-@pytest.mark.slow
-def test_a_run_from_scratch_as_a_deployed_module_is_byte_identical(finished, tmp_path):
+def test_a_run_from_scratch_as_a_deployed_module_is_byte_identical(test_run, tmp_path):
     """Two runs from scratch give the same bytes, and the second runs the workflow as a module
     from a project folder of its own (the paths of the rules resolve against the workflow's
     files, not the working directory), exactly as the run from the checkout."""
@@ -386,37 +390,9 @@ def test_a_run_from_scratch_as_a_deployed_module_is_byte_identical(finished, tmp
         "Snakefile", "benchmarks", "config", "figures", "logs", "results",
     ]  # fmt: skip
     # (nothing of the workflow copied into the project)
-    first_digests, second_digests = digests(finished), digests(second)
+    first_digests, second_digests = test_run.digests, digests(second)
     assert len(first_digests) >= 9 * 2 + 2 * 3
     assert first_digests == second_digests
-
-
-@pytest.mark.slow
-def test_report_carries_the_comparison_and_errata_tables(finished, tmp_path):
-    """`snakemake --report` bundles the comparison with the paper and the errata, captioned.
-    In a copy of the finished run (the test config leaves validation off): validation on adds
-    only its own jobs, then the report is built as a zip whose files can be listed."""
-    wd = tmp_path / "report"
-    shutil.copytree(finished, wd, symlinks=True)
-    config = wd / "tests" / "config" / "validation.yaml"
-    config.write_text((wd / TEST_CONFIG).read_text().replace("validation: false", "validation: true", 1))
-    assert "validation: true" in config.read_text()
-    configfile = str(config.relative_to(wd))
-    r = snakemake(wd, "--cores", "2", "--configfile", configfile)
-    assert r.returncode == 0, r.stderr[-3000:]
-    r = snakemake(wd, "--configfile", configfile, "--report", "report.zip")
-    assert r.returncode == 0, r.stderr[-3000:]
-    with zipfile.ZipFile(wd / "report.zip") as z:
-        names = z.namelist()
-        html = next(z.read(n).decode() for n in names if n.endswith("/report.html"))
-    for table in ("paper_comparison.html", "errata.html", "scores_all.html", "symmetric_init.html",
-                  "training_comparison.html", "robustness.html"):  # fmt: skip
-        assert any(n.endswith(f"/{table}") for n in names), (table, names)
-    assert "Comparison with the paper" in html  # their category
-    assert "Errata: the published medians" in html  # workflow/report/errata.rst
-    assert "Our median over layers against the paper" in html  # workflow/report/paper_comparison.rst
-    assert "Symmetric initialisation (W_q = W_k at step 0) of the encoders" in html  # report/symmetric_init.rst
-    assert sum(n.endswith(".png") for n in names) == 11  # and every figure (the paper's and ours)
 
 
 def test_default_profile_applies_and_a_killed_run_resumes(tmp_path):
@@ -424,8 +400,7 @@ def test_default_profile_applies_and_a_killed_run_resumes(tmp_path):
     kill go on (after --unlock) where Snakemake alone stops on the half-written output."""
     wd = copy_workflow(tmp_path / "killed")
     target = "results/catalogue.tsv"
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", HF_HUB_OFFLINE="1")
-    env.pop("HF_TOKEN", None)
+    env = environment()
     run = [SNAKEMAKE, target, "--cores", "1", "--configfile", TEST_CONFIG]
     proc = subprocess.Popen(run, cwd=wd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)  # fmt: skip
@@ -462,7 +437,7 @@ def test_hf_token_stays_out_of_job_command_lines_and_logs(tmp_path):
     r = subprocess.run(
         [SNAKEMAKE, "--cores", "1", "--configfile", TEST_CONFIG, "--verbose", "--printshellcmds", "results/catalogue.tsv"],
         cwd=wd, capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", HF_HUB_OFFLINE="1", HF_TOKEN=token),
+        env=environment(HF_TOKEN=token),
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     assert (wd / "results" / "catalogue.tsv").is_file()
@@ -493,19 +468,15 @@ def light_rules(workdir: Path, configfile: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def light_rerun(finished, tmp_path_factory) -> dict:
-    """A copy of the finished run with validation on, then every rule of the light env
-    forced to run again with torch, transformers & co. refused at import, in Snakemake and
-    in every job (tests/light_env on PYTHONPATH), and its report made as report.html and
-    report.zip the same way. Returns what the tests look at."""
+def light_rerun(test_run, tmp_path_factory) -> dict:
+    """A copy of the session's run, then every rule of the light env forced to run again with
+    torch, transformers & co. refused at import, in Snakemake and in every job (tests/light_env
+    on PYTHONPATH), and its report made as report.html and report.zip the same way. Returns
+    what the tests look at."""
     wd = tmp_path_factory.mktemp("light") / "run"
-    shutil.copytree(finished, wd, symlinks=True)
-    config = wd / "tests" / "config" / "validation.yaml"
-    config.write_text((wd / TEST_CONFIG).read_text().replace("validation: false", "validation: true", 1))
-    configfile = str(config.relative_to(wd))
-    r = snakemake(wd, "--cores", "2", "--configfile", configfile)  # validation's own jobs, torch allowed
-    assert r.returncode == 0, r.stderr[-3000:]
-    before = digests(wd)
+    shutil.copytree(test_run.wd, wd, symlinks=True)
+    configfile = test_run.configfile
+    before = test_run.digests
     log = wd.parent / "refused.log"
     rules = light_rules(wd, configfile)
     with pytest.MonkeyPatch.context() as mp:
@@ -520,7 +491,6 @@ def light_rerun(finished, tmp_path_factory) -> dict:
                 zipped=zipped, refused=log.read_text() if log.exists() else "")  # fmt: skip
 
 
-@pytest.mark.slow
 def test_light_env_rules_rerun_without_torch_to_the_same_bytes(light_rerun):
     """Aggregation, validation, the training summary, every figure and table and the report
     import none of torch, transformers, safetensors, huggingface_hub, tokenizers: the rules
@@ -546,7 +516,23 @@ def report_files(wd: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in files}
 
 
-@pytest.mark.slow
+def test_report_carries_the_comparison_and_errata_tables(light_rerun):
+    """`snakemake --report` bundles the comparison with the paper and the errata, captioned,
+    beside every figure (the paper's and ours)."""
+    assert light_rerun["zipped"].returncode == 0, light_rerun["zipped"].stderr[-3000:]
+    with zipfile.ZipFile(light_rerun["wd"] / "report.zip") as z:
+        names = z.namelist()
+        html = next(z.read(n).decode() for n in names if n.endswith("/report.html"))
+    for table in ("paper_comparison.html", "errata.html", "scores_all.html", "symmetric_init.html",
+                  "training_comparison.html", "training_finals.html", "robustness.html"):  # fmt: skip
+        assert any(n.endswith(f"/{table}") for n in names), (table, names)
+    assert "Comparison with the paper" in html  # their category
+    assert "Errata: the published medians" in html  # workflow/report/errata.rst
+    assert "Our median over layers against the paper" in html  # workflow/report/paper_comparison.rst
+    assert "Symmetric initialisation (W_q = W_k at step 0) of the encoders" in html  # report/symmetric_init.rst
+    assert sum(n.endswith(".png") for n in names) == 11  # and every figure (the paper's and ours)
+
+
 def test_report_zip_holds_every_figure_and_table(light_rerun):
     wd = light_rerun["wd"]
     assert light_rerun["zipped"].returncode == 0, light_rerun["zipped"].stderr[-3000:]
@@ -558,16 +544,13 @@ def test_report_zip_holds_every_figure_and_table(light_rerun):
     assert {name: held.get(name) for name in expected} == expected
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("form", ["report.html", "report.zip"])
-def test_report_in_chromium_lists_and_opens_every_figure_and_table(light_rerun, form, tmp_path):
+def test_report_in_chromium_lists_and_opens_every_figure_and_table(light_rerun, form, tmp_path, chromium):
     """The report as a reader opens it, in headless Chromium: every figure and table of the
     run is listed under its category and opens (a figure as an image with pixels, a table as
     a page or its file), with the bytes of the file; the page logs no JavaScript error."""
-    from report_browser import available, visit_report
+    from report_browser import visit_report
 
-    if reason := available():
-        pytest.fail(f"the report cannot be opened in a browser: {reason}")
     wd = light_rerun["wd"]
     assert light_rerun[{"report.html": "html", "report.zip": "zipped"}[form]].returncode == 0
     html = wd / "report.html"
@@ -575,7 +558,7 @@ def test_report_in_chromium_lists_and_opens_every_figure_and_table(light_rerun, 
         with zipfile.ZipFile(wd / "report.zip") as z:
             z.extractall(tmp_path / "unzipped")
         html = tmp_path / "unzipped" / "report" / "report.html"
-    visit = visit_report(html, tmp_path / "shots", copy_to=REPORT_SHOTS / form.replace(".", "_"))
+    visit = visit_report(html, tmp_path / "shots", chromium, copy_to=REPORT_SHOTS / form.replace(".", "_"))
     assert not visit.errors(), visit.errors()
     opened = {e.filename: e for e in visit.entries}
     expected = report_files(wd)

@@ -24,7 +24,11 @@ if not isinstance(workflow.current_basedir, LocalSourceFile):
     )
 WORKFLOW_DIR = Path(str(workflow.current_basedir)).parent
 sys.path.insert(0, str(WORKFLOW_DIR))
-from wqk.catalogue import CatalogueError, load_catalogues, write_catalogue  # noqa: E402
+from wqk.catalogue import (
+    CatalogueError,
+    load_catalogues_cached,
+    write_catalogue,
+)  # noqa: E402
 from wqk.errors import WqkError  # noqa: E402
 from wqk.ids import SLUG_PATTERN  # noqa: E402
 from wqk.sweeps import SWEEP_COLUMNS  # noqa: E402
@@ -60,8 +64,11 @@ CATALOGUE_FILES = (
     else list(config["catalogue"])
 )
 CATALOGUE_NAME = ", ".join(CATALOGUE_FILES)
+# Every Snakemake process that parses this workflow loads the catalogue: the run's, and one
+# per member of each SLURM job group (each member is a `snakemake` of its own); they read the
+# rows the first one validated (wqk.catalogue.load_catalogues_cached), not every line again.
 try:
-    CATALOGUE = load_catalogues(config["catalogue"])
+    CATALOGUE = load_catalogues_cached(config["catalogue"], Path(".snakemake") / "wqk")
 except CatalogueError as e:
     raise WorkflowError(str(e)) from None
 MODELS = {row["slug"]: row for row in CATALOGUE}
@@ -69,12 +76,9 @@ SLUGS = list(MODELS)
 # The revisions of a swept model (wqk.sweeps) are aggregated and drawn along training, apart
 # from the other models: a checkpoint at 1% of its training is no member of their population.
 SWEPT = [slug for slug in SLUGS if MODELS[slug].get("sweep")]
-POPULATION = [slug for slug in SLUGS if not MODELS[slug].get("sweep")]
-if not POPULATION:
-    raise WorkflowError(
-        f"catalogue {CATALOGUE_NAME}: every model is a revision of a sweep; the workflow "
-        "also needs one model of its own line (e.g. the swept model's main revision)"
-    )
+POPULATION = [
+    slug for slug in SLUGS if not MODELS[slug].get("sweep")
+]  # none: a catalogue of sweeps only
 
 # Metric names are checked here, not in the first scoring job an hour into a run.
 try:
@@ -220,19 +224,19 @@ def score_flags():
 
 # Our scores, the authors' method's (what validation proves causes with) and, when the
 # catalogue sweeps revisions, the swept models': one rule each, over its catalogue's models.
-CATALOGUES = {"catalogue": ("results/catalogue.tsv", POPULATION)}
-AGGREGATES = {
-    "aggregate": dict(
+CATALOGUES, AGGREGATES = {}, {}
+if POPULATION:
+    CATALOGUES["catalogue"] = ("results/catalogue.tsv", POPULATION)
+    AGGREGATES["aggregate"] = dict(
         scores="results/scores",
         catalogue="catalogue",
         null=get_population_null,
-    ),
-    "aggregate_authors": dict(
+    )
+    AGGREGATES["aggregate_authors"] = dict(
         scores="results/scores_authors",
         catalogue="catalogue",
         null=lambda wildcards: [],
-    ),
-}
+    )
 if SWEPT:
     CATALOGUES["catalogue_sweeps"] = ("results/catalogue_sweeps.tsv", SWEPT)
     AGGREGATES["aggregate_sweeps"] = dict(
@@ -322,6 +326,7 @@ def plan():
         datasets=tuple(sorted({run["dataset"] for run in RUNS.values()})),
         slugs=frozenset(SLUGS),
         sweeps=bool(SWEPT),
+        population=bool(POPULATION),
     )
 
 
@@ -329,10 +334,15 @@ PLAN = plan()
 
 
 def get_final_output():
-    targets = ["results/aggregate/models.parquet", *registry_targets(PLAN)]
-    targets += get_explorer_output()  # rules/release.smk
-    if config["activate"]["validation"]:
-        targets.append("results/validation/paper_comparison.csv")
+    targets = registry_targets(PLAN)
+    if (
+        POPULATION
+    ):  # the aggregate of the catalogue's own lines, its explorer and validation
+        targets += ["results/aggregate/models.parquet", *get_explorer_output()]
+        if config["activate"]["validation"]:
+            targets.append("results/validation/paper_comparison.csv")
+    if SWEPT:
+        targets.append("results/aggregate_sweeps/models.parquet")
     if RUNS:
         targets.append("results/training/summary.csv")
     return targets
@@ -371,6 +381,12 @@ def get_explorer_code(wildcards=None):
 
 
 def get_release_input(wildcards=None):
+    if not POPULATION:
+        raise WorkflowError(
+            f"catalogue {CATALOGUE_NAME} holds revision sweeps only: a release is the dataset of a "
+            "catalogue's own models (its aggregate tables), with the sweeps beside them; add the "
+            "models of their own lines (e.g. each swept model's main revision) to release it"
+        )
     products = registry_targets(PLAN)
     # matrices of the population's models only; the swept revisions' scores and aggregate apart
     licensed = [s for s in POPULATION if redistributable(MODELS[s].get("licence"))]

@@ -44,17 +44,15 @@ the authors' method needs the checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .blocks import AttentionBlock
 from .checkpoints import Checkpoint
-from .contracts import SCORES_SCHEMA
 
 if TYPE_CHECKING:
     from .adapters.record import Authors
-
-BASE = set(SCORES_SCHEMA.names)
 
 
 def open_authors(ckpt: Checkpoint, name: str | None = None, synthetic: bool = False):
@@ -97,32 +95,41 @@ def _placement(ckpt: Checkpoint):
     return place
 
 
-def _tiled(b: AttentionBlock) -> AttentionBlock:
-    """Key head h mod n_kv for query head h: the query heads regrouped by h mod n_kv."""
+def _tiling(b: AttentionBlock) -> tuple[int, ...] | None:
+    """Key head h mod n_kv for query head h: the query heads regrouped by h mod n_kv (None:
+    h mod n_kv = h // group, when n_kv is 1 or n_heads)."""
     if 1 < b.n_kv_heads < b.n_heads:
-        order = [h for j in range(b.n_kv_heads) for h in range(j, b.n_heads, b.n_kv_heads)]
-        return AttentionBlock(b.stack, b.layer, b.q[order], b.k, heads=tuple(order), form=b.form)
-    return b  # h mod n_kv = h // group when n_kv is 1 or n_heads
+        return tuple(h for j in range(b.n_kv_heads) for h in range(j, b.n_heads, b.n_kv_heads))
+    return None
 
 
-def from_exact(ckpt: Checkpoint, exact: list[dict]) -> list[dict] | None:
-    """The authors' rows derived from the exact method's rows of the same checkpoint, where
-    their blocks are the exact ones but for dropped layers and renamed stacks (no fused qkv,
-    no grouped-query layer): the paper's columns, directionality 0 where it is NaN. None
-    where the authors' method must score blocks of its own."""
-    if _authors(ckpt).untransposed or any(1 < r["n_kv_heads"] < r["n_heads"] for r in exact):
+def _tiled(b: AttentionBlock) -> AttentionBlock:
+    order = _tiling(b)
+    return b if order is None else AttentionBlock(b.stack, b.layer, b.q[list(order)], b.k, heads=order, form=b.form)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Where the authors' code filed an exact block: its stack, and the order of its query
+    heads (None: as they are), from which the same pass over the weights scores both methods."""
+
+    stack: str
+    order: tuple[int, ...] | None
+
+
+def placements(ckpt: Checkpoint) -> Callable[[AttentionBlock], Placed | None] | None:
+    """Per exact block of the checkpoint, where the authors' code filed it (None: a layer their
+    code did not read); None for the types whose authors' blocks are not the exact ones (a fused
+    qkv read untransposed: `authors_blocks` reads them again)."""
+    if _authors(ckpt).untransposed:
         return None
     place = _placement(ckpt)
-    rows = []
-    for r in exact:
-        stack = place(r["stack"], r["layer"])
-        if stack is None:
-            continue
-        row = {c: v for c, v in r.items() if c in BASE} | {"stack": stack}
-        if row["directionality"] != row["directionality"]:
-            row["directionality"] = 0.0
-        rows.append(row)
-    return rows
+
+    def placed(b: AttentionBlock) -> Placed | None:
+        stack = place(b.stack, b.layer)
+        return None if stack is None else Placed(stack, _tiling(b))
+
+    return placed
 
 
 def _layer_limits(ckpt: Checkpoint) -> dict[str, int]:

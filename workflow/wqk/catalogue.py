@@ -10,6 +10,8 @@ optional `model_type` column), its objectives are checked against that architect
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -245,6 +247,39 @@ def load_catalogues(paths: str | os.PathLike | list) -> list[dict]:
     props = _schema()["properties"]
     columns = [k for k in props if any(k in row for _, rows in loaded for row in rows)]
     return [{k: row.get(k, props[k].get("default")) for k in columns} for _, rows in loaded for row in rows]
+
+
+CACHE_KEPT = 8  # the newest cached catalogues a cache folder keeps
+
+
+def load_catalogues_cached(paths: str | os.PathLike | list, cache_dir: str | os.PathLike) -> list[dict]:
+    """`load_catalogues`, kept in cache_dir for the processes that parse the same workflow again:
+    Snakemake runs each member of a SLURM job group as a `snakemake` of its own, which would
+    validate every line anew (about 2 s for 10,000 lines). The rows are stored as JSON under a
+    key of the bytes of the catalogue files, of the schema and of the package's code (whose
+    records check the objectives), so that any change to them validates again."""
+    files = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parent
+    for name in [*files, SCHEMA_PATH, *sorted(package.rglob("*.py"))]:
+        digest.update(os.fsencode(str(name)) + b"\0")
+        try:
+            digest.update(Path(name).read_bytes())
+        except OSError:  # a missing catalogue: load_catalogues says so
+            return load_catalogues(paths)
+    cached = Path(cache_dir) / f"catalogue-{digest.hexdigest()[:32]}.json"
+    try:
+        return json.loads(cached.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
+    rows = load_catalogues(paths)
+    from .atomic import write_text
+
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    write_text(cached, json.dumps(rows))
+    for old in sorted(cached.parent.glob("catalogue-*.json"), key=lambda p: p.stat().st_mtime)[:-CACHE_KEPT]:
+        old.unlink(missing_ok=True)
+    return rows
 
 
 def write_catalogue(rows: list[dict], path: str | os.PathLike) -> None:

@@ -8,7 +8,8 @@ architecture record each); modality by model_type (MODALITY); figure the modalit
 scores-against-parameters figure; one objective per self-attention stack the record can yield
 (`Record.objectives`: a stack the checkpoint lacks is never read, as when the catalogue loader
 fills them in); n_params the safetensors total (empty for pytorch_model.bin-only repos); notes
-the downloads, pipeline tag and library, and "gated". Lines and comments in the order of the hub
+the downloads, pipeline tag and library, and "gated"; licence the model card's as the hub tags it
+(`license:NAME`; empty where there is none, or where NAME is not one a catalogue cell can hold). Lines and comments in the order of the hub
 ids, so the file depends on what the hub lists, not on the order it lists it in.
 
 With `revisions` (a revision sweep, wqk.sweeps: `step{N}~8`, or a list of names), each model's
@@ -32,7 +33,7 @@ from .ids import slug
 
 COLUMNS = [
     "slug", "model_id", "source", "model_type", "revision", "family", "modality", "n_params", "figure",
-    "synthetic", "objective_encoder", "objective_decoder", "objective_cross", "paper_stacks", "notes",
+    "synthetic", "objective_encoder", "objective_decoder", "objective_cross", "paper_stacks", "notes", "licence",
 ]  # fmt: skip
 AUDIO = {
     "data2vec-audio", "hubert", "musicgen", "musicgen_decoder", "speech_to_text", "speecht5", "unispeech",
@@ -170,6 +171,7 @@ def entry(model: Listed, filters: Filters = Filters()) -> Entry:
         **{f"objective_{s}": objectives.get(s, "") for s in ("encoder", "decoder", "cross")},
         "paper_stacks": "",
         "notes": _clean(_notes(model)),
+        "licence": model.licence if model.licence and _schema_pattern("licence").fullmatch(model.licence) else "",
     }
     return Entry(model.repo_id, row=row)
 
@@ -187,15 +189,15 @@ def _clean(text: str) -> str:
 
 
 def _source_ok(repo_id: str) -> bool:
-    return "/" in repo_id and _source_pattern().fullmatch(repo_id) is not None
+    return "/" in repo_id and _schema_pattern("source").fullmatch(repo_id) is not None
 
 
 @functools.cache
-def _source_pattern() -> re.Pattern:
-    """The catalogue schema's pattern of a source."""
+def _schema_pattern(column: str) -> re.Pattern:
+    """The catalogue schema's pattern of a column's cells."""
     import yaml
 
-    return re.compile(yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))["properties"]["source"]["pattern"])
+    return re.compile(yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))["properties"][column]["pattern"])
 
 
 def _unique_slugs(entries: list[Entry]) -> list[Entry]:

@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
+from .arrow import column, repeated
 from .atomic import atomic_path
 from .blocks import AttentionBlock, Rope
 from .contracts import MATRICES_DTYPES, MATRICES_SCHEMA, ModelInfo, check_format
@@ -98,7 +99,7 @@ def block_table(info: ModelInfo, block: AttentionBlock) -> pa.Table:
     n = h + h_kv
 
     def const(value, typ):
-        return pa.array([value] * n, type=typ)
+        return repeated(value, n, typ)
 
     columns = {
         "model": const(info.model, pa.string()),
@@ -108,15 +109,15 @@ def block_table(info: ModelInfo, block: AttentionBlock) -> pa.Table:
         "synthetic": const(info.synthetic, pa.bool_()),
         "stack": const(block.stack, pa.string()),
         "layer": const(block.layer, pa.int32()),
-        "factor": pa.array(["q"] * h + ["k"] * h_kv),
-        "head": pa.array(np.concatenate([np.arange(h), np.arange(h_kv)]).astype(np.int32)),
-        "kv_head": pa.array(np.concatenate([np.arange(h) // block.group_size, np.arange(h_kv)]).astype(np.int32)),
+        "factor": column(["q"] * h + ["k"] * h_kv, pa.string()),
+        "head": column([*range(h), *range(h_kv)], pa.int32()),
+        "kv_head": column([*(i // block.group_size for i in range(h)), *range(h_kv)], pa.int32()),
         "n_heads": const(h, pa.int32()),
         "n_kv_heads": const(h_kv, pa.int32()),
         "d_q": const(block.q.shape[1], pa.int32()),
         "d_k": const(block.k.shape[1], pa.int32()),
         "head_dim": const(block.q.shape[2], pa.int32()),
-        "dtype": pa.array([DTYPE_NAMES[qt.dtype]] * h + [DTYPE_NAMES[kt.dtype]] * h_kv),
+        "dtype": column([DTYPE_NAMES[qt.dtype]] * h + [DTYPE_NAMES[kt.dtype]] * h_kv, pa.string()),
         "weight": pa.chunked_array([_binary(qt), _binary(kt)], type=pa.large_binary()),
         "rope": const(_rope_json(block.rope), pa.string()),
         "form": const(block.form, pa.string()),

@@ -17,6 +17,7 @@ reads them, so they are always computed (`select` adds them).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 import numpy as np
@@ -25,10 +26,11 @@ import torch
 # the modules that register the metrics beyond the paper's two
 from . import folded, rotary, spectra  # noqa: F401
 from .blocks import AttentionBlock
+from .contracts import SCORE_FIELDS as FIELDS
 from .metric_catalogue import CATALOGUE, PAPER, REGISTERED, Context, Metric, Result, column_order, select
-from .metrics import block_factors, paper_scores
+from .metrics import block_factors, paper_scores, regrouped
 
-__all__ = ["PAPER", "REGISTRY", "Context", "Metric", "column_order", "measure_block", "select"]
+__all__ = ["PAPER", "REGISTRY", "Context", "Metric", "column_order", "measure_block", "measure_with_authors", "select"]
 
 _missing = [name for name in CATALOGUE if name not in REGISTERED]
 if _missing:
@@ -47,17 +49,51 @@ def measure_block(
 ) -> Result:
     """(per-head columns [H], per-layer columns [1]) of one block for the selected metrics,
     on a device already resolved (wqk.scoring.resolve)."""
-    offsets = tuple(sorted({int(d) for d in rotary_offsets})) if rotary_offsets is not None else None
     with torch.no_grad():
         factors = block_factors(block, torch.device(device), dtype)
-        per_head, per_layer = paper_scores(factors, n_std, zero_directionality)
-        ctx = Context(block, factors, n_std, dtype, offsets)
-        for name in metrics:
-            compute = REGISTRY[name].compute
-            if compute is not None:
-                heads, layer = compute(ctx)
-                per_head |= _masked(heads, factors.bad)
-                per_layer |= _masked(layer, factors.bad.any()[None])
+        return _measure(block, factors, metrics, n_std, dtype, zero_directionality, rotary_offsets)
+
+
+def measure_with_authors(
+    block: AttentionBlock,
+    order: tuple[int, ...] | None,
+    metrics: Iterable[str] = PAPER,
+    device: str | torch.device = "cpu",
+    n_std: float = 2.0,
+    rotary_offsets: Iterable[int] | None = None,
+) -> tuple[Result, Result]:
+    """`measure_block` of a block, and from the same factors the paper's two as the authors'
+    method scores it (wqk.authors): its query heads in `order` (grouped-query key heads tiled:
+    query head h meets key head h mod n_kv), or as they are (None: the exact rows, without the
+    other metrics), directionality 0 where it is NaN."""
+    dtype = torch.float32
+    with torch.no_grad():
+        factors = block_factors(block, torch.device(device), dtype)
+        exact = _measure(block, factors, metrics, n_std, dtype, False, rotary_offsets)
+        if order is None:
+            kept = (*FIELDS, "reason")
+            paper = tuple({c: r[c] for c in kept} for r in exact)
+            for r in paper:
+                r["directionality"] = np.where(np.isnan(r["directionality"]), 0.0, r["directionality"])
+            return exact, paper
+        tiled = regrouped(factors, order)
+        if tiled is None:  # non-finite weights: the regrouped block's own factors flag them
+            tiled = block_factors(
+                dataclasses.replace(block, q=block.q[list(order)], heads=order), factors.qt.device, dtype
+            )
+        return exact, paper_scores(tiled, n_std, zero_directionality=True)
+
+
+def _measure(block, factors, metrics, n_std, dtype, zero_directionality, rotary_offsets) -> Result:
+    offsets = tuple(sorted({int(d) for d in rotary_offsets})) if rotary_offsets is not None else None
+    per_head, per_layer = paper_scores(factors, n_std, zero_directionality)
+    ctx = Context(block, factors, n_std, dtype, offsets)
+    for name in metrics:
+        compute = REGISTRY[name].compute
+        if compute is not None:
+            heads, layer = compute(ctx)
+            per_head |= _masked(heads, factors.bad)
+            per_layer |= _masked(layer, factors.bad.any()[None])
     return per_head, per_layer
 
 

@@ -430,6 +430,20 @@ def block_factors(block: AttentionBlock, device: torch.device, dtype: torch.dtyp
     return Factors(qt, kt, gram_q, gram_k, _head_cross(qt, kt), group, bad, q_exp, k_exp)
 
 
+def regrouped(f: Factors, order: tuple[int, ...]) -> Factors | None:
+    """The factors of the same block with its query heads in `order`: query head order[i] then
+    meets key head i // group. Each head keeps its scale; the Grams of the regrouped heads and
+    the crosses are computed as `block_factors` computes them for a block in that order (the
+    same bits), the key heads' reused. None where some weights are not finite: their flags
+    belong to the old pairing (score the regrouped block itself)."""
+    if f.bad.any():
+        return None
+    qt = f.qt[torch.tensor(order, device=f.qt.device)]
+    return Factors(
+        qt, f.kt, sym_gram(qt), f.gram_k, _head_cross(qt, f.kt), f.group, f.bad, f.q_exp[list(order)], f.k_exp
+    )
+
+
 def paper_scores(f: Factors, n_std: float = 2.0, zero_directionality: bool = False) -> tuple[dict, dict]:
     """(per-head scores [H], per-layer scores [1]) of a block's factors: the paper's two."""
     per_head = _flag(_score_heads(f, n_std), f.bad)

@@ -1,19 +1,28 @@
 """Null reference: the scores of random Gaussian Q, K with a model's shapes.
 
-For some layers of every stack of a model's scores, draw Q [n_heads, d_q, head_dim] and
-K [n_kv_heads, d_k, head_dim] with i.i.d. N(0, 1) entries (each query head paired with its
-key head, as in the real model) and score them with the same code. Each layer's draw is
-seeded from (seed, stack, layer) alone, so a layer's null does not depend on which other
-layers exist or are drawn.
+For some layers of every stack of a model's scores, draw K [n_kv_heads, d_k, head_dim] and query
+heads Q [., d_q, head_dim] with i.i.d. N(0, 1) entries, each query head paired with its key head
+as in the real model, and score them with the same code. Each layer's draw is seeded from
+(seed, stack, layer) alone, so a layer's null does not depend on which other layers exist or
+are drawn.
 
-Random layers of one shape are i.i.d., so a deep stack needs no draw per layer: the null
-draws `n_draws(n)` of a stack's n layers, a quarter of them (rounded up), at least 2 and
-at most 8 (never more than n), evenly spread over depth from the first to the last (a
-stack whose shape changes with depth gets its shapes about in proportion). It costs at
-most about a quarter of scoring a stack of 8 layers or more, and the aggregate only takes
-the median and quartiles of the drawn layers per model and stack (aggregate.null_columns).
-`all_layers=True` draws every layer. Rows follow the scores Parquet contract, with
-synthetic=True, model "<model> (null)", and n_layers the model's (not the number drawn).
+What is drawn is what the null's statistics need (its medians and quantiles over layers and
+over heads), not a copy of the whole model:
+- layers: random layers of one shape are i.i.d., so a stack's null draws `n_draws(n)` of its
+  n layers, a quarter of them (rounded up), at least 1 and at most 8 (never more than n),
+  evenly spread over depth from the first to the last (a stack whose shape changes with depth
+  gets its shapes about in proportion);
+- heads: every key head, and per key head `query_heads` of its query heads (at least one, at
+  most its group): with grouped-query attention, enough for HEAD_DRAWS head rows per stack, not
+  all of them (`all_layers` draws every query head of every layer). The layer row stays exact
+  in distribution: the layer form sums the query heads of each key head, and a sum of p i.i.d.
+  Gaussian heads is one Gaussian head times sqrt(p), whose scores (scale-free) are those of any
+  other number of heads summed.
+The null thus costs at most about a quarter of scoring a stack of 8 layers or more, and one
+layer of a shallower one; the aggregate takes the median and quartiles of the drawn layers and
+heads per model and stack (aggregate.null_columns). Rows follow the scores Parquet contract,
+with synthetic=True, model "<model> (null)", and n_layers and n_heads the model's (not the
+numbers drawn).
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from .arrow import column
 from .blocks import AttentionBlock
 from .contracts import NULL_SUFFIX, ModelInfo, stack_rank
 from .errors import WqkError
@@ -37,7 +47,8 @@ if TYPE_CHECKING:
 
 SHAPE_COLUMNS = ("n_heads", "n_kv_heads", "d_q", "d_k", "head_dim")
 DRAW_FRACTION = 4  # a quarter of a stack's layers ...
-MIN_DRAWS, MAX_DRAWS = 2, 8  # ... at least 2, at most 8
+MIN_DRAWS, MAX_DRAWS = 1, 8  # ... at least 1, at most 8
+HEAD_DRAWS = 16  # query heads per stack that a grouped-query null draws, at least
 
 
 def n_draws(n_layers: int) -> int:
@@ -53,12 +64,24 @@ def drawn_layers(layers: list[int], all_layers: bool = False) -> list[int]:
     return [layers[i] for i in picks]
 
 
-def random_block(stack: str, layer: int, shape: dict, seed: int) -> AttentionBlock:
+def query_heads(shape: dict, drawn: int, all_heads: bool = False) -> int:
+    """Query heads drawn per key head in each of a stack's `drawn` layers: enough for
+    HEAD_DRAWS head rows in the stack, at most the model's group (all of them: all_heads)."""
+    group = int(shape["n_heads"]) // int(shape["n_kv_heads"])
+    if all_heads:
+        return group
+    return min(group, max(1, -(-HEAD_DRAWS // (int(shape["n_kv_heads"]) * drawn))))
+
+
+def random_block(stack: str, layer: int, shape: dict, seed: int, per_key_head: int | None = None) -> AttentionBlock:
+    """One layer's random factors: every key head and `per_key_head` query heads of each (all
+    of its group: None), numbered 0, 1, ... in the order of their key heads."""
     key = [seed, zlib.crc32(stack.encode()), int(layer)]
     gen = torch.Generator().manual_seed(int(np.random.SeedSequence(key).generate_state(1, np.uint64)[0] >> 1))
     h, h_kv, d_q, d_k, k = (int(shape[c]) for c in SHAPE_COLUMNS)
+    p = h // h_kv if per_key_head is None else per_key_head
     # drawn as nn.Linear weights [heads, k, d] are stored: scoring takes them as they are
-    q = torch.randn(h, k, d_q, generator=gen).mT
+    q = torch.randn(h_kv * p, k, d_q, generator=gen).mT
     kk = torch.randn(h_kv, k, d_k, generator=gen).mT
     return AttentionBlock(stack=stack, layer=int(layer), q=q, k=kk)
 
@@ -90,7 +113,7 @@ def null_table(
     """Scores-contract rows (a pyarrow table) for random Q, K with the shapes of `scores`
     (one model's scores: a pyarrow table or a DataFrame). metrics: as score_table takes
     them; None: those whose columns `scores` holds (random blocks have no rotary embedding,
-    gain or bias: those metrics give nothing)."""
+    gain or bias: those metrics give nothing). all_layers: every layer and every query head."""
     have = scores.column_names if isinstance(scores, pa.Table) else list(scores.columns)
     if metrics is None:
         metrics = metrics_of_columns(have)
@@ -109,25 +132,29 @@ def null_table(
     stacks: dict[str, list[dict]] = {}
     for s in shapes:
         stacks.setdefault(s["stack"], []).append(s)
-    chosen = []
+    chosen = []  # (shape, query heads per key head)
     for rows in stacks.values():
         by_layer = {int(r["layer"]): r for r in rows}
-        chosen += [by_layer[layer] for layer in drawn_layers(sorted(by_layer), all_layers)]
-    chosen.sort(key=lambda s: (stack_rank(s["stack"]), s["stack"], int(s["layer"])))  # the scores' row order
+        layers = drawn_layers(sorted(by_layer), all_layers)
+        chosen += [(by_layer[layer], query_heads(by_layer[layer], len(layers), all_layers)) for layer in layers]
+    chosen.sort(key=lambda c: (stack_rank(c[0]["stack"]), c[0]["stack"], int(c[0]["layer"])))  # the scores' row order
     # one layer at a time, each drawn here: score_table never calls back into this module
     tables = [
         score_table(
-            [(info, random_block(s["stack"], s["layer"], s, seed))], device=device, progress=False, metrics=metrics
+            [(info, random_block(s["stack"], s["layer"], s, seed, p))], device=device, progress=False, metrics=metrics
         )
-        for s in bar(chosen, enabled=progress, desc="null reference", unit="layer")
+        for s, p in bar(chosen, enabled=progress, desc="null reference", unit="layer")
     ]
     table = pa.concat_tables(tables) if tables else score_table([], device=device, progress=False, metrics=metrics)
-    # n_layers is the model's: the null draws some of its layers, at their own depths
+    # n_layers and n_heads are the model's: the null draws some of its layers and heads
     depth = {}
     for s in shapes:  # the scores' own n_layers, else the number of layers they hold
         depth[s["stack"]] = s["n_layers"] if s["n_layers"] is not None else len(stacks[s["stack"]])
-    n_layers = pa.array([int(depth[s]) for s in table.column("stack").to_pylist()], type=pa.int32())
-    return table.set_column(table.schema.get_field_index("n_layers"), "n_layers", n_layers)
+    heads = {(s["stack"], int(s["layer"])): int(s["n_heads"]) for s in shapes}
+    places = list(zip(table.column("stack").to_pylist(), table.column("layer").to_pylist()))
+    for name, values in (("n_layers", [depth[st] for st, _ in places]), ("n_heads", [heads[p] for p in places])):
+        table = table.set_column(table.schema.get_field_index(name), name, column(values, pa.int32()))
+    return table
 
 
 def null_scores(scores: pd.DataFrame, **options) -> pd.DataFrame:

@@ -32,6 +32,7 @@ class Plan:
     datasets: tuple = ()  # datasets of the training runs; () when nothing is trained
     slugs: frozenset = frozenset()  # the catalogue's models
     sweeps: bool = False  # some are revisions of a swept model (wqk.sweeps)
+    population: bool = True  # some are not (the models of the catalogue's own lines): aggregated
 
     @property
     def validation(self) -> bool:
@@ -121,6 +122,16 @@ def _published_curves(plan: Plan) -> str | None:
     return plan.config["validation"]["training_curves"] if plan.validation else None
 
 
+def _population(plan: Plan) -> bool:
+    """The aggregate of the catalogue's own models exists (a catalogue of sweeps only has none)."""
+    return plan.population
+
+
+def _validated(plan: Plan) -> bool:
+    """Validation compares the catalogue's own models (not revisions of sweeps) with the paper."""
+    return plan.validation and plan.population
+
+
 def _trained(plan: Plan) -> bool:
     return bool(plan.datasets)
 
@@ -148,10 +159,10 @@ PRODUCTS = (
         "figure", "encdec_stacks", PRETRAINED, "encoder-decoder stacks",
         inputs={"models": MODELS}, made=lambda plan: "encdec" in plan.groups,
     ),
-    Product("figure", "head_distributions", BEYOND, "head distributions", inputs={"heads": "results/aggregate/heads.parquet"}),
-    Product("figure", "depth_profile", BEYOND, "depth profile", inputs={"layers": "results/aggregate/layers.parquet"}),
-    Product("figure", "spectral_signatures", BEYOND, "spectral signatures", inputs={"models": MODELS}),
-    Product("figure", "rotary_symmetry", BEYOND, "rotary-aware symmetry", inputs={"models": MODELS}),
+    Product("figure", "head_distributions", BEYOND, "head distributions", inputs={"heads": "results/aggregate/heads.parquet"}, made=_population),
+    Product("figure", "depth_profile", BEYOND, "depth profile", inputs={"layers": "results/aggregate/layers.parquet"}, made=_population),
+    Product("figure", "spectral_signatures", BEYOND, "spectral signatures", inputs={"models": MODELS}, made=_population),
+    Product("figure", "rotary_symmetry", BEYOND, "rotary-aware symmetry", inputs={"models": MODELS}, made=_population),
     Product(
         "figure", "training_scores", TRAINING, "scores during training",
         inputs={"summary": "results/training/summary.csv", "published": _published_curves},
@@ -171,24 +182,28 @@ PRODUCTS = (
         inputs={"sweeps": SWEEPS, "summary": lambda plan: "results/training/summary.csv" if _trained(plan) else None},
         made=lambda plan: plan.sweeps,
     ),
-    Product("table", "scores_all", SCORES, "scores of every model", inputs={"models": MODELS}),
-    Product("table", "robustness", BEYOND, "robustness of the findings", inputs={"models": MODELS}),
+    Product("table", "scores_all", SCORES, "scores of every model", inputs={"models": MODELS}, made=_population),
+    Product("table", "robustness", BEYOND, "robustness of the findings", inputs={"models": MODELS}, made=_population),
     Product(
         "table", "scores_language", SCORES, "scores of the paper's language models",
         inputs={"models": MODELS}, made=lambda plan: "language" in plan.groups,
     ),
     Product(
         "table", "paper_comparison", PAPER, "ours against the paper",
-        inputs={"comparison": "results/validation/paper_comparison.csv"}, made=lambda plan: plan.validation,
+        inputs={"comparison": "results/validation/paper_comparison.csv"}, made=_validated,
     ),
     Product(
         "table", "errata", PAPER, "errata",
-        inputs={"comparison": "results/validation/paper_comparison.csv"}, made=lambda plan: plan.validation,
+        inputs={"comparison": "results/validation/paper_comparison.csv"}, made=_validated,
     ),
     Product(
         "table", "symmetric_init", TRAINING, "symmetric initialisation",
         inputs={"losses": "results/training/losses.csv", "summary": "results/training/summary.csv"},
         made=_compares_inits,
+    ),
+    Product(
+        "table", "training_finals", TRAINING, "final scores of the runs over seeds",
+        inputs={"summary": "results/training/summary.csv"}, made=_trained,
     ),
     Product(
         "table", "sweep_scores", TRAINING, "scores along public training histories",

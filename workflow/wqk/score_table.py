@@ -8,6 +8,7 @@ scoring a 2 GB model on 2 cores) only to check whether they are pandas objects.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,11 +18,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .arrow import column
 from .atomic import atomic_path
 from .blocks import AttentionBlock
 from .contracts import SCORES_SCHEMA, ModelInfo, stack_rank
 from .metric_catalogue import PAPER, order_columns, select
-from .metric_registry import measure_block
+from .metric_registry import measure_block, measure_with_authors
 from .progress import bar
 
 if TYPE_CHECKING:
@@ -79,10 +81,49 @@ def score_table(
         per_head, per_layer = measure_block(
             block, chosen, device, n_std, zero_directionality=method == "authors", rotary_offsets=rotary_offsets
         )
-        rows += _rows(info, block, per_layer, [None])
-        rows += _rows(info, block, per_head, list(block.heads or range(block.n_heads)))
+        rows += _block_rows(info, block, per_head, per_layer)
     table = to_table(rows)
-    return table if method == "exact" else table.replace_schema_metadata({METHOD_KEY: method.encode()})
+    return table if method == "exact" else with_method(table, method)
+
+
+def score_tables_with_authors(
+    items: Iterable[tuple[ModelInfo, AttentionBlock]],
+    placements,
+    device="cpu",
+    n_std: float = 2.0,
+    progress: bool = True,
+    metrics="default",
+    rotary_offsets=None,
+) -> tuple[pa.Table, pa.Table]:
+    """`score_table` of the exact method, and in the same pass, from the same factors, the
+    authors' method's table (wqk.authors.placements: where their code filed each block, in
+    which order of its query heads; a block it did not read has no rows)."""
+    chosen = select(metrics)
+    rows: list[dict] = []
+    authors: list[dict] = []
+    for info, block in bar(items, enabled=progress, desc="scoring layers", unit="layer"):
+        placed = placements(block)
+        if placed is None:
+            per_head, per_layer = measure_block(block, chosen, device, n_std, rotary_offsets=rotary_offsets)
+        else:
+            (per_head, per_layer), (a_head, a_layer) = measure_with_authors(
+                block, placed.order, chosen, device, n_std, rotary_offsets
+            )
+            filed = dataclasses.replace(block, stack=placed.stack, heads=placed.order)
+            authors += _block_rows(info, filed, a_head, a_layer)
+        rows += _block_rows(info, block, per_head, per_layer)
+    return to_table(rows), with_method(to_table(authors), "authors")
+
+
+def _block_rows(info: ModelInfo, block: AttentionBlock, per_head: dict, per_layer: dict) -> list[dict]:
+    return _rows(info, block, per_layer, [None]) + _rows(
+        info, block, per_head, list(block.heads or range(block.n_heads))
+    )
+
+
+def with_method(table: pa.Table, method: str) -> pa.Table:
+    """A table scored by another method than the exact one, so marked (b"wqk.method")."""
+    return table.replace_schema_metadata({METHOD_KEY: method.encode()})
 
 
 def to_table(rows: list[dict]) -> pa.Table:
@@ -109,7 +150,7 @@ def scores_schema(columns) -> pa.Schema:
 
 
 def _table(columns: dict[str, list], schema: pa.Schema = SCHEMA) -> pa.Table:
-    return pa.Table.from_arrays([_column(columns[f.name], f.type) for f in schema], schema=schema)
+    return pa.Table.from_arrays([column(columns[f.name], f.type) for f in schema], schema=schema)
 
 
 def _from_frame(df: pd.DataFrame) -> pa.Table:
@@ -126,26 +167,6 @@ def _from_frame(df: pd.DataFrame) -> pa.Table:
         values = df[f.name].tolist()
         columns[f.name] = values if f.type == pa.float64() else [None if pd.isna(v) else v for v in values]
     return _table(columns, schema)
-
-
-_NUMPY = {pa.int32(): np.int32, pa.float64(): np.float64}
-
-
-def _column(values: list, typ: pa.DataType) -> pa.Array:
-    """An Arrow array of Python values (None for null), assembled from numpy buffers."""
-    n = len(values)
-    valid = np.array([v is not None for v in values], dtype=bool)
-    nulls = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
-    if typ == pa.string():
-        data = [v.encode() if v is not None else b"" for v in values]
-        offsets = np.zeros(n + 1, dtype=np.int32)
-        np.cumsum([len(b) for b in data], out=offsets[1:])
-        return pa.Array.from_buffers(typ, n, [nulls, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
-    if typ == pa.bool_():
-        bits = np.packbits(np.array([bool(v) for v in values], dtype=bool), bitorder="little")
-        return pa.Array.from_buffers(typ, n, [nulls, pa.py_buffer(bits)])
-    data = np.array([v if v is not None else 0 for v in values], dtype=_NUMPY[typ])
-    return pa.Array.from_buffers(typ, n, [nulls, pa.py_buffer(data)])
 
 
 def score_stream(items: Iterable[tuple[ModelInfo, AttentionBlock]], **options) -> pd.DataFrame:

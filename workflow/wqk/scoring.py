@@ -51,7 +51,8 @@ class Options:
 @dataclass
 class Scored:
     """What `score` returns: the scores table and the outputs asked for, and the seconds
-    each took (keys score, matrices, null, authors)."""
+    each took (keys score, matrices, null, and authors where the authors' method read the
+    checkpoint again; else its rows were scored in the same pass, within score's seconds)."""
 
     table: pa.Table
     null: pa.Table | None = None
@@ -151,10 +152,11 @@ def score(
 
     from contextlib import ExitStack
 
-    from .score_table import score_table
+    from .score_table import score_table, score_tables_with_authors
 
     t0 = time.perf_counter()
     seconds: dict[str, float] = {}
+    authors_table = None
     with ExitStack() as stack:
         writer = None
         if matrices_out is not None:
@@ -166,15 +168,13 @@ def score(
             items = blocks
         else:  # the stream is consumed by score_table: nothing in it calls back into this module
             items = writer.tee(info, blocks) if writer else zip(itertools.repeat(info), blocks)
-        table = score_table(
-            items,
-            device=dev,
-            n_std=options.n_std,
-            progress=progress,
-            method=options.method,
-            metrics=options.metrics,
-            rotary_offsets=options.rotary_offsets,
-        )
+        placements = _authors_placements(ckpt) if authors else None
+        scoring = dict(device=dev, n_std=options.n_std, progress=progress, metrics=options.metrics,
+                       rotary_offsets=options.rotary_offsets)  # fmt: skip
+        if placements is not None:  # the authors' rows from the same pass (wqk.authors.placements)
+            table, authors_table = score_tables_with_authors(items, placements, **scoring)
+        else:
+            table = score_table(items, method=options.method, **scoring)
     seconds["score"] = time.perf_counter() - t0
     if writer is not None:
         seconds["matrices"] = writer.seconds
@@ -185,10 +185,11 @@ def score(
         t1 = time.perf_counter()
         result.null = null_table(table, seed=null_seed, device=dev, metrics=options.metrics)
         seconds["null"] = time.perf_counter() - t1
-    if authors:
+    if authors and authors_table is None:
         t1 = time.perf_counter()
-        result.authors = _authors_table(ckpt, name, synthetic, table, dev, options.n_std)
+        authors_table = _fused_authors_table(ckpt, name, synthetic, dev, options.n_std)
         seconds["authors"] = time.perf_counter() - t1
+    result.authors = authors_table
     return result
 
 
@@ -258,15 +259,20 @@ def _open(source, found, from_matrices, stream, method, name, synthetic, provena
     return ckpt, *model_blocks(ckpt, None if found is None else name, synthetic, provenance)
 
 
-def _authors_table(ckpt, name, synthetic, exact: pa.Table, device, n_std: float) -> pa.Table:
-    """The authors' method's scores: derived from the exact ones where its blocks are the
-    same, else scored from its own blocks."""
-    from .authors import from_exact, open_authors
-    from .score_table import METHOD_KEY, score_table, to_table
+def _authors_placements(ckpt):
+    """Where the authors' code filed each exact block (wqk.authors.placements), or None where
+    their blocks are not the exact ones (fused qkv read untransposed)."""
+    from .authors import placements
 
-    rows = from_exact(ckpt, exact.to_pylist())
-    if rows is not None:
-        return to_table(rows).replace_schema_metadata({METHOD_KEY: b"authors"})
+    return placements(ckpt)
+
+
+def _fused_authors_table(ckpt, name, synthetic, device, n_std: float) -> pa.Table:
+    """The authors' method's scores of a type whose blocks it reads anew (wqk.authors: the fused
+    qkv weights, untransposed)."""
+    from .authors import open_authors
+    from .score_table import score_table
+
     info, blocks = open_authors(ckpt, name, synthetic)
     return score_table(zip(itertools.repeat(info), blocks), device=device, n_std=n_std, method="authors")
 

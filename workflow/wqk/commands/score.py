@@ -89,7 +89,11 @@ def run(args):
         timing.append(f"null reference in {seconds['null']:.2f} s")
     if scored.authors is not None:
         write_scores(scored.authors, args.authors_out)
-        timing.append(f"the authors' method in {seconds['authors']:.2f} s")
+        timing.append(
+            f"the authors' method in {seconds['authors']:.2f} s"
+            if "authors" in seconds
+            else "the authors' method in the same pass"
+        )
     print("wqk score: " + "; ".join(timing), file=sys.stderr)
     if not args.quiet:
         print(layer_table(scored.table))

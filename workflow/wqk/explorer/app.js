@@ -146,7 +146,11 @@
     if ($("search").value !== state.q) $("search").value = state.q;
     const shown = INDEX.models.filter(passes);
     $("count").textContent = shown.length + " of " + INDEX.models.length + " models";
-    if (state.model && !BY_SLUG[state.model]) { message("No model " + state.model + " in this explorer."); state.model = ""; }
+    if (state.model && !BY_SLUG[state.model]) {
+      state.notice = "No model " + state.model + " in this explorer: showing " +
+        (shown.length ? shown[0].model : "none") + " instead.";
+      state.model = shown.length ? shown[0].slug : "";  // the URL's stack, layer, head still checked
+    }
     // a search or filter that leaves the picked model out picks the first it shows
     if (shown.length && !shown.some(function (m) { return m.slug === state.model; })) {
       state.model = shown[0].slug; state.stack = ""; state.layer = null; state.head = null;
@@ -166,12 +170,12 @@
     const entry = BY_SLUG[state.model];
     const data = MODELS[state.model];
     const stacks = entry.stacks.map(function (s) { return s.stack; }).filter(function (s) { return data.stacks[s]; });
-    if (stacks.indexOf(state.stack) < 0) state.stack = stacks[0];
+    state.stack = available("stack", state.stack, stacks);
     const st = data.stacks[state.stack];
     const layers = distinct((st.layers.layer || []).concat(st.heads.layer || [])).sort(function (a, b) { return a - b; });
-    if (layers.indexOf(state.layer) < 0) state.layer = layers.length ? layers[0] : null;
+    state.layer = available("layer", state.layer, layers);
     const heads = rowsOfLayer(st.heads, state.layer).map(function (i) { return st.heads.head[i]; });
-    if (heads.indexOf(state.head) < 0) state.head = heads.length ? heads[0] : null;
+    state.head = available("head", state.head, heads);
     options($("stack"), stacks.map(function (s) { return [s, s + " (" + stackOf(entry, s).objective + ")"]; }), state.stack);
     options($("layer"), layers.map(function (l) { return [l, String(l)]; }), state.layer);
     options($("head"), heads.map(function (h) { return [h, String(h)]; }), state.head);
@@ -181,7 +185,8 @@
       entry.n_params === null ? "parameters unknown" : (entry.n_params / 1e6).toFixed(1) + "M parameters",
       state.stack + ": " + info.objective + ", " + info.n_layers + " layers, " + info.n_heads + " heads",
     ].concat(entry.synthetic ? ["synthetic (random weights, never data)"] : []).join(" \u00b7 ");
-    message("");
+    message(state.notice);  // a pick of the URL this page does not have, said once
+    state.notice = "";
     drawHeads(st);
     drawNull(st);
     drawDepth(st);
@@ -190,6 +195,17 @@
     fillValues(st);
     writeHash();
     document.body.dataset.shown = [state.model, state.stack, state.layer, state.head].join("|");
+  }
+
+  // The value picked if the model has it, else its first; a pick it lacks (from the URL) is said.
+  function available(what, value, values) {
+    if (values.indexOf(value) >= 0) return value;
+    const first = values.length ? values[0] : null;
+    if (value !== "" && value !== null && value !== undefined) {
+      state.notice = (state.notice ? state.notice + " " : "") + "No " + what + " " + value + " in " +
+        state.model + ": showing " + what + " " + first + ".";
+    }
+    return first;
   }
 
   function rowsOfLayer(columns, layer) {
@@ -206,10 +222,13 @@
 
   function offset(column) { return Number(column.slice(ROTARY.length)); }
 
+  // The title sits just above the plotting area and the top margin leaves the band above it to
+  // Plotly's mode bar (shown on hover at the top right), so that the bar never covers a title.
   function layout(title, extra) {
     return Object.assign({
-      title: { text: title, font: { size: 13 }, x: 0.01, xanchor: "left" },
-      margin: { l: 55, r: 15, t: 40, b: 45 },
+      title: { text: title, font: { size: 13 }, x: 0, xref: "paper", xanchor: "left",
+        y: 1, yref: "paper", yanchor: "bottom", pad: { b: 8 } },
+      margin: { l: 55, r: 15, t: 62, b: 45 },
       legend: { orientation: "h", y: -0.18, font: { size: 11 } },
       font: { family: "DejaVu Sans, Helvetica, Arial, sans-serif", size: 11 },
     }, extra);

@@ -28,19 +28,20 @@ def check_datasets(training: dict) -> None:
 
 def runs(training: dict) -> dict[str, dict]:
     """Run name -> grid values (size, objective, init, dataset, seed), sorted by name, from
-    sizes x objectives x inits x datasets. An objective trained under several inits (the
-    symmetric-initialisation comparison) runs once per seed of training.comparison_seeds,
-    every other run with training.seed; a run of another seed than training.seed is named
-    with the suffix -s<seed>."""
+    sizes x objectives x inits x datasets. Every run is trained once per seed of
+    training.seeds (default [training.seed]); an objective trained under several inits (the
+    symmetric-initialisation comparison) once per seed of training.comparison_seeds (default:
+    training.seeds). A run of another seed than training.seed is named with the suffix -s<seed>."""
     if not training:
         raise WqkError("activate: training is true but the config has no `training:` section")
     pairs = [(init, o) for init, objectives in training["inits"].items() for o in objectives]
     compared = {o for _, o in pairs if [p for _, p in pairs].count(o) > 1}
     base = training["seed"]
+    every = training.get("seeds") or [base]
     out = {}
     for size, (init, objective), dataset in product(training["sizes"], pairs, training["datasets"]):
-        seeds = training.get("comparison_seeds") or [base]
-        for seed in seeds if objective in compared else [base]:
+        seeds = (training.get("comparison_seeds") or every) if objective in compared else every
+        for seed in seeds:
             name = f"{size}-{OBJECTIVE_SHORT[objective]}-{init}-{dataset}"
             name += "" if seed == base else f"-s{seed}"
             out[name] = dict(size=size, objective=objective, init=init, dataset=dataset, seed=seed)

@@ -22,6 +22,8 @@ def build_model(cfg: TrainConfig, vocab_size: int, pad_id: int):
         max_position_embeddings=max(512, cfg.seq_len),
         pad_token_id=pad_id,
         is_decoder=cfg.objective == "autoregressive",
+        hidden_dropout_prob=cfg.dropout,
+        attention_probs_dropout_prob=cfg.dropout,
     )
     torch.manual_seed(cfg.seed)
     cls = BertLMHeadModel if cfg.objective == "autoregressive" else BertForMaskedLM

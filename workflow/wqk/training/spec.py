@@ -45,6 +45,7 @@ class Setting:
     choices: tuple = ()
     minimum: float | None = None  # the value is at least this
     above: float | None = None  # the value is greater than this
+    below: float | None = None  # the value is less than this
     resume_check: bool = False  # changes the weights, losses or saved steps: a resumed run must match
     recorded: bool = True  # in run.json (False: where or how fast a run computes, not what)
     option: bool = True  # an option of `wqk train`
@@ -82,6 +83,14 @@ class TrainConfig:
     lr: float = setting(5e-4, above=0, resume_check=True, source=CONFIG, workflow={"default": 5e-5})
     warmup: int = setting(100, minimum=0, resume_check=True, source=CONFIG, workflow={"default": 0})
     weight_decay: float = setting(0.01, minimum=0, resume_check=True, source=CONFIG)
+    dropout: float = setting(
+        0.1,
+        "dropout probability of the hidden states and the attention probabilities (BERT's 0.1)",
+        minimum=0,
+        resume_check=True,
+        source=CONFIG,
+        below=1,
+    )
     save_every: int = setting(
         100,
         "save and score every N steps (and at 0 and the end)",
@@ -164,6 +173,8 @@ def _check(f, value) -> None:
         raise WqkError(f"{_flag(f.name)} must be at least {s.minimum}")
     if s.above is not None and value <= s.above:
         raise WqkError(f"{_flag(f.name)} must be greater than {s.above}")
+    if s.below is not None and value >= s.below:
+        raise WqkError(f"{_flag(f.name)} must be less than {s.below}")
 
 
 def checkpoint_steps(steps: int, save_every: int) -> list[int]:
@@ -231,6 +242,8 @@ def _schema(f, kind, with_default: bool) -> dict:
         out["minimum"] = s.minimum
     if s.above is not None:
         out["exclusiveMinimum"] = s.above
+    if s.below is not None:
+        out["exclusiveMaximum"] = s.below
     if with_default:
         out["default"] = f.default
     out.update(s.workflow)

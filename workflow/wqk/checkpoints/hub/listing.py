@@ -1,6 +1,6 @@
 """The hub's model listing, `GET /api/models`: the models that match a query, most downloaded
 first, each with what a catalogue line needs (`expand`: the commit, the listed config, the
-safetensors parameter count, downloads, gating, pipeline tag, library).
+safetensors parameter count, downloads, gating, pipeline tag, library, tags: the licence).
 
 The pages are huggingface_hub's (`list_models` builds the same query and follows the same
 `Link: <...>; rel="next"` header), asked for here so that each request has a timeout
@@ -23,7 +23,8 @@ from .client import Hub, Unreachable, _token_sent, _transport_errors, offline
 
 log = logging.getLogger(__name__)
 
-EXPAND = ["sha", "config", "safetensors", "downloads", "gated", "pipeline_tag", "library_name"]
+EXPAND = ["sha", "config", "safetensors", "downloads", "gated", "pipeline_tag", "library_name", "tags"]
+LICENCE_TAG = "license:"  # the hub's tag of the model card's `license:`
 _SUFFIXES = ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K"))
 
 
@@ -31,7 +32,9 @@ _SUFFIXES = ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K"))
 class Listed:
     """One model of the listing. config: the hub's subset of config.json (architectures,
     model_type, ...; {} when the repo has none); n_params: the safetensors total (None: no
-    safetensors weights); gated: False, "auto" or "manual"; sha: None unless 40 hex digits."""
+    safetensors weights); gated: False, "auto" or "manual"; sha: None unless 40 hex digits;
+    licence: the model card's `license:` as the hub tags it (apache-2.0, mit, llama3.1, other...),
+    None when it has none."""
 
     repo_id: str
     sha: str | None
@@ -41,6 +44,7 @@ class Listed:
     gated: bool | str
     pipeline_tag: str | None
     library: str | None
+    licence: str | None = None
 
 
 @dataclass(frozen=True)
@@ -141,7 +145,15 @@ def _listed(item: dict) -> Listed:
         gated=item.get("gated") if item.get("gated") in ("auto", "manual") else False,
         pipeline_tag=_text(item.get("pipeline_tag")),
         library=_text(item.get("library_name")),
+        licence=_licence(item.get("tags")),
     )
+
+
+def _licence(tags) -> str | None:
+    """The first `license:NAME` tag's NAME (the hub tags a model card's licence so)."""
+    if not isinstance(tags, list):
+        return None
+    return next((t[len(LICENCE_TAG) :] for t in tags if isinstance(t, str) and t.startswith(LICENCE_TAG)), None) or None
 
 
 def _text(value) -> str | None:
