@@ -76,9 +76,8 @@ SLUGS = list(MODELS)
 # The revisions of a swept model (wqk.sweeps) are aggregated and drawn along training, apart
 # from the other models: a checkpoint at 1% of its training is no member of their population.
 SWEPT = [slug for slug in SLUGS if MODELS[slug].get("sweep")]
-POPULATION = [
-    slug for slug in SLUGS if not MODELS[slug].get("sweep")
-]  # none: a catalogue of sweeps only
+# POPULATION is empty for a catalogue of sweeps only.
+POPULATION = [slug for slug in SLUGS if not MODELS[slug].get("sweep")]
 
 # Metric names are checked here, not in the first scoring job an hour into a run.
 try:
@@ -335,9 +334,8 @@ PLAN = plan()
 
 def get_final_output():
     targets = registry_targets(PLAN)
-    if (
-        POPULATION
-    ):  # the aggregate of the catalogue's own lines, its explorer and validation
+    # the aggregate of the catalogue's own lines, its explorer and validation
+    if POPULATION:
         targets += ["results/aggregate/models.parquet", *get_explorer_output()]
         if config["activate"]["validation"]:
             targets.append("results/validation/paper_comparison.csv")
