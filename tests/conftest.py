@@ -9,6 +9,10 @@
   explorer.
 
 `pytest -m "not slow"` uses neither: unit and property tests only.
+
+The suite runs on two workers (pytest-xdist, `-n 2 --dist loadgroup` in pyproject.toml; `-n 0`
+runs it in one process). Tests that share a fixture wider than a function (these two, a module's
+own) are one xdist group, so each such fixture is still built once per session.
 """
 
 from __future__ import annotations
@@ -17,6 +21,38 @@ import pytest
 
 from rehearse import copy_workflow
 from workflow_runs import TEST_CONFIG, TIMEOUT, Run, digests, result_hashes, snakemake
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups into the node ids
+def pytest_collection_modifyitems(items):
+    """Put the tests that share a fixture wider than a function into one xdist group.
+
+    Tests are joined when they use a common module- or session-scoped fixture of the suite's own
+    (transitively: a test using two such fixtures joins their groups), so the fixture is built
+    on one worker only, once. Tests with function-scoped fixtures alone stay ungrouped: any worker.
+    """
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    shared = {}
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        names = [
+            f"{defs[-1].baseid}::{name}"
+            for name, defs in (info.name2fixturedefs.items() if info else ())
+            if defs and defs[-1].scope != "function" and defs[-1].baseid.startswith("tests")
+        ]
+        if names:
+            shared[item] = names
+            for name in names[1:]:
+                parent[find(name)] = find(names[0])
+    for item, names in shared.items():
+        item.add_marker(pytest.mark.xdist_group(find(names[0])))
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,8 @@
 """Figures that draw one marker per model draw a density above MAX_MARKERS markers a panel
 (a hub atlas), the paper's models (models.parquet's in_paper) still as markers on top; at or
-below it, every model's marker as before (tests/test_figures.py: byte-identical reruns)."""
+below it, every model's marker as before (tests/test_figures.py: byte-identical reruns).
+The switch is tested at a threshold of 40, not the shipped 300: the same decision, drawn on an
+atlas an eighth the size."""
 
 from __future__ import annotations
 
@@ -14,14 +16,23 @@ from matplotlib.colors import to_rgb
 import toy_scores as toy
 from wqk import aggregate as agg
 from wqk import figures
-from wqk.figures._density import DENSITY_GID, MAX_MARKERS
+from wqk.figures import _density
+from wqk.figures._density import DENSITY_GID
 from wqk.figures.spectral_signatures import MARKERS, METRICS, VIOLIN
+
+MAX_MARKERS = 40
+
+
+@pytest.fixture(autouse=True)
+def few_markers(monkeypatch):
+    assert _density.MAX_MARKERS > MAX_MARKERS
+    monkeypatch.setattr(_density, "MAX_MARKERS", MAX_MARKERS)
 
 
 @pytest.fixture(scope="module")
 def atlas():
     """models.parquet of an atlas with more than MAX_MARKERS points in every panel."""
-    s, cat = toy.atlas_world(per_group=MAX_MARKERS // 2 + 10)
+    s, cat = toy.atlas_world(per_group=MAX_MARKERS // 2 + 10, paper_every=8)
     return agg.aggregate(s, cat)["models"]
 
 

@@ -54,6 +54,7 @@ RUNTIME_ONLY = {
     "snakemake": "the workflow engine: runs Snakefile and workflow/rules, which call the `wqk` command",
     "snakemake-executor-plugin-slurm": "loaded by Snakemake for `--executor slurm` (workflow/profiles/slurm)",
     "pytest": "runs tests/",
+    "pytest-xdist": "runs tests/ on several workers (pytest -n 2, README.md)",
     "snakefmt": "command run by tests/test_style.py on Snakefile and workflow/rules",
     "ruff": "command run by tests/test_style.py on the Python code",
     "aiohttp": "loaded by fsspec for http(s):// files (RedPajama-V2's own site, wqk.training.corpus)",

@@ -253,6 +253,11 @@ def batch_size():
     return profile["group-components"][profile["groups"]["score"]]
 
 
+def score_group():
+    """The profile's group of score jobs."""
+    return yaml.safe_load((PROFILE_DIR / "profile.yaml").read_text())["groups"]["score"]
+
+
 def batch_log_folder():
     """Where the plugin logs a batch: .snakemake/slurm_logs/group_<group>_<its rules>/."""
     profile = yaml.safe_load((PROFILE_DIR / "profile.yaml").read_text())
@@ -277,10 +282,12 @@ def same_model_catalogue(path, folder, n):
 
 
 def test_slurm_batches_scoring(slurm, tmp_path):
-    """21 models through the real SLURM: their score jobs go in batches of the profile's batch
-    size (a full one and the rest), one sbatch each, and a batch asks for one GPU (not one per
-    model), the CPUs of one score job and the summed runtime of its models."""
-    n_models, size = 21, batch_size()
+    """5 models through the real SLURM, the profile's batch group resized to 3 on the command line
+    (the profile's 20 would take 21 models, minutes more, for the same check): their score jobs go
+    in batches (a full one and the rest), one sbatch each, and a batch asks for one GPU (not one
+    per model), the CPUs of one score job and the summed runtime of its models."""
+    n_models, size = 5, 3
+    assert batch_size() > size  # the profile's own batches are bigger: the override is what is tested
     env = {**slurm, "PATH": f"{Path(sys.executable).parent}:{slurm['PATH']}"}
     workdir = repo_copy(tmp_path / "work")
     folder = tmp_path / "tiny-gpt2"
@@ -290,7 +297,8 @@ def test_slurm_batches_scoring(slurm, tmp_path):
     config["catalogue"] = "batch-catalogue.tsv"
     config["activate"] = dict.fromkeys(config["activate"], False)  # scores and aggregates only
     (workdir / "batch.yaml").write_text(yaml.safe_dump(config))
-    output = snakemake(workdir, env, "--configfile", "batch.yaml", *slurm_args())
+    resize = ["--group-components", f"{score_group()}={size}"]
+    output = snakemake(workdir, env, "--configfile", "batch.yaml", *slurm_args(), *resize)
 
     assert all((workdir / f"results/scores/{s}.parquet").is_file() for s in slugs)
     # every member of a batch is a `snakemake` of its own that parses the workflow: it read the
