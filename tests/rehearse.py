@@ -115,8 +115,9 @@ def environment(workdir: Path, hub) -> dict:
 
 
 def outputs(workdir: Path) -> dict[str, str]:
-    """sha256 of every figure, table and validation file of a run."""
-    folders = [workdir / "figures", workdir / "results" / "tables", workdir / "results" / "validation"]
+    """sha256 of every figure, table and validation file of a run, and of the per-model scores
+    and aggregates they are drawn from (so a difference names the step it starts at)."""
+    folders = [workdir / "figures", *(workdir / "results" / d for d in ("tables", "validation", "scores", "aggregate"))]
     files = sorted(p for d in folders if d.is_dir() for p in d.iterdir() if p.is_file())
     return {str(p.relative_to(workdir)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
