@@ -98,7 +98,7 @@ def cluster_overrides():
     The profile's partition and account are placeholders for users to edit; the test
     cluster has partition `debug` and no accounts. Everything else comes from the profile.
     """
-    resources = yaml.safe_load((PROFILE_DIR / "profile.yaml").read_text())["default-resources"]
+    resources = slurm_profile()["default-resources"]
     resources = {k: v for k, v in resources.items() if k != "slurm_account"}
     resources["slurm_partition"] = "debug"
     resources["mem_mb"] = min(int(resources["mem_mb"]), 2000)  # fits the CI node
@@ -247,21 +247,24 @@ def test_test_workflow_same_bytes_on_slurm(slurm, test_run, tmp_path):
     assert len(batches) == -(-n_scores // batch_size()), output[-6000:]
 
 
-def batch_size():
-    """The profile's batch of score jobs: its group's group-components."""
-    profile = yaml.safe_load((PROFILE_DIR / "profile.yaml").read_text())
-    return profile["group-components"][profile["groups"]["score"]]
+def slurm_profile() -> dict:
+    """The real SLURM profile, as users get it."""
+    return yaml.safe_load((PROFILE_DIR / "profile.yaml").read_text())
 
 
 def score_group():
     """The profile's group of score jobs."""
-    return yaml.safe_load((PROFILE_DIR / "profile.yaml").read_text())["groups"]["score"]
+    return slurm_profile()["groups"]["score"]
+
+
+def batch_size():
+    """The profile's batch of score jobs: its group's group-components."""
+    return slurm_profile()["group-components"][score_group()]
 
 
 def batch_log_folder():
     """Where the plugin logs a batch: .snakemake/slurm_logs/group_<group>_<its rules>/."""
-    profile = yaml.safe_load((PROFILE_DIR / "profile.yaml").read_text())
-    return f"group_{profile['groups']['score']}_score"
+    return f"group_{score_group()}_score"
 
 
 def same_model_catalogue(path, folder, n):
@@ -312,7 +315,7 @@ def test_slurm_batches_scoring(slurm, tmp_path):
     by_kind = {}
     for job_id, kind in submitted:
         by_kind.setdefault(kind, []).append(job_id)
-    profile = yaml.safe_load((PROFILE_DIR / "profile.yaml").read_text())
+    profile = slurm_profile()
     batches = batch_log_folder()
     expected = {batches: -(-n_models // size), "rule_aggregate": 1}
     assert {kind: len(ids) for kind, ids in by_kind.items()} == expected, output[-6000:]
