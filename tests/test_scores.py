@@ -209,10 +209,13 @@ def test_nonfinite_key_head_flags_its_query_heads_and_the_layer():
     np.testing.assert_allclose(per_head["symmetry"][:4], score_block(clean)[0]["symmetry"][:4], rtol=1e-5)
 
 
-def _faulty_quad_diag(monkeypatch, fault) -> list:
-    """metrics.quad_diag, its float32 results 1e-4 too large on the first half of the batch (at least one form) at
-    the calls `fault(n)` picks (n counts from 1), as the first layer's row norms came out now and
-    then on a busy Xeon (issue 20). Returns the dtypes of the calls made."""
+def _faulty_quad_diag(monkeypatch, fault, kind: str = "scale") -> list:
+    """metrics.quad_diag with a fault put into its float32 results at the calls `fault(n)` picks
+    (n counts from 1). kind "scale": the first half of the batch (at least one form) 1e-4 too
+    large, as the first layer's row norms came out now and then on a busy Xeon (issue 20);
+    "scale_n": the same, 1e-4 * n, never twice alike; "shift": 1% of the first form's largest
+    squared norm moved to its smallest, so that every sum stays within float32's roundings
+    (issue 29: E_r off, the sums right). Returns the dtypes of the calls made."""
     from wqk import metrics
 
     real, calls = metrics.quad_diag, []
@@ -221,11 +224,21 @@ def _faulty_quad_diag(monkeypatch, fault) -> list:
         out = real(g, x, group)
         calls.append(out.dtype)
         if out.dtype == torch.float32 and fault(len(calls)):
-            out[: max(1, len(out) // 2)] *= 1 + 1e-4
+            if kind == "shift":
+                _shift(out)
+            else:
+                out[: max(1, len(out) // 2)] *= 1 + 1e-4 * (len(calls) if kind == "scale_n" else 1)
         return out
 
     monkeypatch.setattr(metrics, "quad_diag", quad_diag)
     return calls
+
+
+def _shift(norms2: torch.Tensor) -> None:
+    lo, hi = int(norms2[0].argmin()), int(norms2[0].argmax())
+    moved = norms2[0, hi] * 0.01
+    norms2[0, hi] -= moved
+    norms2[0, lo] += moved
 
 
 def _float32_block():
@@ -233,19 +246,38 @@ def _float32_block():
     return block, AttentionBlock(block.stack, block.layer, block.q.float(), block.k.float())
 
 
-def test_norms_that_miss_the_frobenius_norm_are_computed_again(monkeypatch, caplog):
-    """Row norms that came out wrong once: computed again, to the bits of a run without the fault."""
+@pytest.mark.parametrize("kind, differed", [("scale", 4), ("shift", 1)])
+def test_norms_that_come_out_wrong_once_are_computed_again(monkeypatch, caplog, kind, differed):
+    """Row norms that came out wrong once, off their sum or within it: computed until two in a row
+    agree, to the bits of a run without the fault."""
     _, block = _float32_block()
     clean = score_block(block)
     assert not [r for r in caplog.records if r.name == "wqk.metrics"]  # a fault-free run checks out
-    calls = _faulty_quad_diag(monkeypatch, lambda n: n == 1)
+    calls = _faulty_quad_diag(monkeypatch, lambda n: n == 1, kind)
     faulty = score_block(block)
     for got, want in zip(faulty, clean):
         for f in ("symmetry", "directionality", "fro_norm", "E_r", "E_c"):
             np.testing.assert_array_equal(got[f], want[f])
-    assert calls.count(torch.float32) == len(calls) == 5  # heads: rows twice, columns; layer: rows, columns
+    assert calls.count(torch.float32) == len(calls) == 9  # heads: rows 3 times, columns twice; layer: each twice
     (warning,) = [r.getMessage() for r in caplog.records if r.name == "wqk.metrics"]
-    assert "squared row norms of 4 of 8 forms" in warning and "the second time they agree" in warning
+    assert f"squared row norms of {differed} of 8 forms came out different" in warning
+    assert "computed 3 times before two in a row agreed bit for bit" in warning
+
+
+def test_a_fault_within_the_sum_changes_the_scores_it_is_kept_from():
+    """The fault of the shift kind passes the sum check but moves E_r: only a second
+    computation can see it (what the test above relies on)."""
+    from wqk import metrics
+
+    _, block = _float32_block()
+    f = metrics.block_factors(block, torch.device("cpu"))
+    fro2 = (f.gram_q.view(2, 4, 16, 16) * f.gram_k[:, None]).sum((-2, -1)).view(8)
+    row2 = metrics.quad_diag(f.gram_k.repeat_interleave(f.group, 0), f.qt)
+    shifted = row2.clone()
+    _shift(shifted)
+    assert not metrics._off_sum(shifted, fro2).any() and not metrics._off_sum(row2, fro2).any()
+    e_r, e_r_shifted = (metrics._excess(n[:1].sqrt(), 2.0).item() for n in (row2, shifted))
+    assert abs(e_r_shifted - e_r) > 1e-3 * e_r
 
 
 def test_norms_wrong_every_time_are_computed_in_float64(monkeypatch, caplog):
@@ -257,4 +289,22 @@ def test_norms_wrong_every_time_are_computed_in_float64(monkeypatch, caplog):
         assert_close_rel(heads[f], heads64[f], rel=1e-5)
         assert_close_rel(layer[f], layer64[f], rel=1e-5)
     warnings = [r.getMessage() for r in caplog.records if r.name == "wqk.metrics"]
-    assert len(warnings) == 4 and all("off again: computed in float64" in w for w in warnings)
+    assert len(warnings) == 4 and all("the same in two computations: computed in float64" in w for w in warnings)
+
+
+def test_norms_different_every_time_are_computed_in_float64(monkeypatch, caplog):
+    from wqk.metrics import NORM_ATTEMPTS
+
+    block64, block = _float32_block()
+    calls = _faulty_quad_diag(monkeypatch, lambda n: True, "scale_n")
+    heads, layer = score_block(block)
+    heads64, layer64 = score_block(block64, dtype=torch.float64)
+    for f in ("E_r", "E_c", "directionality"):
+        assert_close_rel(heads[f], heads64[f], rel=1e-5)
+        assert_close_rel(layer[f], layer64[f], rel=1e-5)
+    assert calls[: NORM_ATTEMPTS + 1] == [torch.float32] * NORM_ATTEMPTS + [torch.float64]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "wqk.metrics"]
+    assert len(warnings) == 4
+    assert all(
+        f"came out different in each of {NORM_ATTEMPTS} computations: computed in float64" in w for w in warnings
+    )
