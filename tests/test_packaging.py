@@ -43,7 +43,7 @@ JOB_EXTRAS = ("models", "paper")
 # The extras of install.sh, and so of requirements.lock.
 LOCK_EXTRAS = ("models", "workflow", "paper", "test")
 # What the light env must do without: the `models` extra.
-MODEL_PACKAGES = ("torch", "transformers", "safetensors", "huggingface_hub", "tokenizers")
+MODEL_PACKAGES = ("torch", "transformers", "safetensors", "huggingface_hub", "tokenizers", "gguf")
 # The `wqk` commands of the light env's rules (aggregate, aggregate_authors, validate,
 # train_summary, figure_*, table_*): tests/test_workflow.py reruns those rules with the
 # model packages refused; here, each command and every figure and table module is loaded so.

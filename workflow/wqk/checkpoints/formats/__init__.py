@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import CorruptCheckpoint, MissingTensor
+from ...errors import CorruptCheckpoint, MissingTensor, SourceUnavailable
 from ..provenance import hash_files
 
 # CTranslate2 binary format versions the reader understands
@@ -21,14 +21,15 @@ CT2_VERSIONS = range(2, 7)
 
 @dataclass(frozen=True)
 class WeightLayout:
-    format: str  # "safetensors", "pytorch" or "ctranslate2"
+    format: str  # "safetensors", "pytorch", "ctranslate2" or "gguf"
     files: list[Path]
     weight_map: dict[str, Path] | None = None  # tensor -> shard, from an index file
 
 
 def weight_layout(folder: Path) -> WeightLayout | None:
     """The first weight layout found in a folder, safetensors before PyTorch before
-    CTranslate2; None when the folder holds no weights."""
+    CTranslate2 before GGUF; None when the folder holds no weights. A folder of several GGUF
+    files (one repo, several quants) is an error that lists them: the source names one."""
     folder = Path(folder)
     index = folder / "model.safetensors.index.json"
     if index.is_file():
@@ -45,6 +46,14 @@ def weight_layout(folder: Path) -> WeightLayout | None:
         return WeightLayout("pytorch", [folder / "pytorch_model.bin"])
     if is_ct2_file(folder / "model.bin"):
         return WeightLayout("ctranslate2", [folder / "model.bin"])
+    ggufs = sorted(folder.glob("*.gguf"))
+    if len(ggufs) > 1:
+        raise SourceUnavailable(
+            f"{folder} holds {len(ggufs)} GGUF files ({', '.join(f.name for f in ggufs)}); "
+            f"name the one to score: {folder / ggufs[0].name}"
+        )
+    if ggufs:
+        return WeightLayout("gguf", ggufs)
     return None
 
 
@@ -79,6 +88,8 @@ def read_json(path: Path) -> dict:
 
 def looks_like_model(folder: Path, files: set[str]) -> bool:
     if "model.bin" in files and is_ct2_file(folder / "model.bin"):
+        return True
+    if any(f.endswith(".gguf") for f in files):
         return True
     weights = any(f.endswith(".safetensors") for f in files) or "pytorch_model.bin" in files
     return "config.json" in files and (weights or "pytorch_model.bin.index.json" in files)

@@ -16,6 +16,10 @@ def open_store(layout: WeightLayout, package_config: dict | None = None):
         from .torch_bin import TorchBinStore
 
         return TorchBinStore(layout.files, weight_map=layout.weight_map)
+    if layout.format == "gguf":
+        from .gguf import GgufStore
+
+        return GgufStore(layout.files[0])
     from .ctranslate2 import Ct2WhisperStore
 
     return Ct2WhisperStore(layout.files[0], package_config=package_config)
