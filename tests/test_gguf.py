@@ -149,8 +149,9 @@ def test_quantised_factors_are_the_gguf_packages_dequantised_values(tiny, model_
                 np.testing.assert_array_equal(want, dequantize(t.data, t.tensor_type))
             else:
                 np.testing.assert_array_equal(store.read(hf_name), want)
-    # quantised, the scores move (a little), and stay close to the float ones
+    # quantised, the scores move (a little), stay close to the float ones, and say so
     f32_scores, q8_scores = _scores(tiny[model_type][1]), _scores(q8)
+    assert "storage" not in f32_scores and set(q8_scores["storage"]) == {"Q8_0"}
     assert not np.array_equal(f32_scores["symmetry"], q8_scores["symmetry"])
     np.testing.assert_allclose(q8_scores["symmetry"], f32_scores["symmetry"], atol=0.05)
 
@@ -193,7 +194,7 @@ def test_real_gemma3_270m_equals_a_float64_computation_from_gguf_readers_tensors
         return dequantize(t.data, t.tensor_type).astype(np.float64)
 
     layers = got[got.scope == "layer"].set_index("layer")
-    assert len(layers) == 18 and set(got.form) == {"qk_norm_gain_folded"}
+    assert len(layers) == 18 and set(got.form) == {"qk_norm_gain_folded"} and set(got.storage) == {"Q5_0"}
     for i in range(18):
         wq, wk = f64(f"blk.{i}.attn_q.weight"), f64(f"blk.{i}.attn_k.weight")
         assert tensors[f"blk.{i}.attn_q.weight"].tensor_type == GGMLQuantizationType.Q5_0

@@ -224,6 +224,9 @@ def model_table(ann: pd.DataFrame, null: pd.DataFrame | None = None) -> pd.DataF
         out = out.merge(summarise(heads, keys, head_extra, prefix="head_"), on=keys, how="left")
     if null is not None and not (extra_null := null_extra_columns(null)).empty:
         out = out.merge(extra_null, on=keys, how="left")
+    if "storage" in lay:  # quantised factors (a GGUF): what they were stored as, per model and stack
+        stored = lay.groupby(keys, sort=True)["storage"].agg(lambda s: ", ".join(sorted(set(s.dropna()))) or None)
+        out = out.merge(stored.reset_index(), on=keys, how="left")
     out["n_heads_total"] = out["n_heads_total"].fillna(0).astype("int64")
     out = out.astype({"n_layers": "int32", "n_layers_nan": "int32", "synthetic": bool})
     first = ["model", "slug", "family", "stack", "objective", "modality", "n_params", "synthetic", "n_layers"]

@@ -53,7 +53,9 @@ class AttentionBlock:
     [d_k], the gain of the normalisation that feeds the queries and the keys (pre-norm
     models); rope, the rotary embedding. heads: the label of each query head when q is
     not in head order (the authors' method regroups heads); None: 0..H-1. form: what q and
-    k score (FORMS).
+    k score (FORMS). storage: what q and k were stored as where that is no float type
+    (quantised GGUF: "Q5_0", or "q Q4_K, k Q6_K"), dequantised to float32 for scoring; None:
+    stored as floats (the scores' `storage` column, present only where some block has one).
     """
 
     stack: str
@@ -67,6 +69,7 @@ class AttentionBlock:
     rope: Rope | None = None
     heads: tuple[int, ...] | None = None
     form: str = "bilinear"
+    storage: str | None = None
 
     def __post_init__(self):
         if self.form not in FORMS:

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 SCHEMA = SCORES_SCHEMA
 COLUMNS = SCHEMA.names
 METHOD_KEY = b"wqk.method"  # schema metadata of a table not scored by the exact method
+# after the contract's columns where some block's factors were stored quantised (a GGUF):
+# what they were stored as, "Q5_0" or "q Q4_K, k Q6_K"; null in a row stored as floats
+STORAGE = "storage"
 
 
 def _rows(info: ModelInfo, block: AttentionBlock, scores: dict, heads: list) -> list[dict]:
@@ -50,6 +53,8 @@ def _rows(info: ModelInfo, block: AttentionBlock, scores: dict, heads: list) -> 
         "head_dim": block.q.shape[2],
         "form": block.form,
     }
+    if block.storage is not None:
+        base["storage"] = block.storage
     columns = [c for c in scores if c != "reason"]
     return [
         {**base, "head": h, **{c: float(scores[c][i]) for c in columns}, "reason": scores["reason"][i]}
@@ -137,7 +142,8 @@ def to_table(rows: list[dict]) -> pa.Table:
     schema = scores_schema({c for r in rows for c in r})
     columns = {c: [r.get(c) for r in rows] for c in schema.names if c != "n_layers"}
     for c in schema.names[len(COLUMNS) :]:  # a metric a block has not: NaN, as in the contract's
-        columns[c] = [np.nan if v is None else v for v in columns[c]]
+        if c != STORAGE:
+            columns[c] = [np.nan if v is None else v for v in columns[c]]
     columns["n_layers"] = [len(layers[s]) for s in columns["stack"]]
     return _table(columns, schema)
 
@@ -145,8 +151,9 @@ def to_table(rows: list[dict]) -> pa.Table:
 def scores_schema(columns) -> pa.Schema:
     """The contract's columns, then the metric columns among `columns` (float64), in the
     catalogue's order (wqk.metric_catalogue.order_columns)."""
-    extra = order_columns([c for c in columns if c not in set(COLUMNS)])
-    return pa.schema([*SCHEMA, *[(c, pa.float64()) for c in extra]])
+    extra = order_columns([c for c in columns if c not in {*COLUMNS, STORAGE}])
+    storage = [(STORAGE, pa.string())] if STORAGE in columns else []
+    return pa.schema([*SCHEMA, *storage, *[(c, pa.float64()) for c in extra]])
 
 
 def _table(columns: dict[str, list], schema: pa.Schema = SCHEMA) -> pa.Table:

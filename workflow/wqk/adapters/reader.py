@@ -118,8 +118,27 @@ def read_qk(ckpt: Checkpoint, site: Site) -> AttentionBlock:
             wq, wk = fused_rows(w.T if a.conv1d else w, site.heads, site.kv_heads, a.fused)
         except ValueError as e:
             raise CorruptCheckpoint(f"{ckpt.model_id}: {name} {tuple(w.shape)}: {e}") from None
-    block = AttentionBlock(site.stack, site.layer, linear_heads(wq, site.heads), linear_heads(wk, site.kv_heads))
+    block = AttentionBlock(
+        site.stack,
+        site.layer,
+        linear_heads(wq, site.heads),
+        linear_heads(wk, site.kv_heads),
+        storage=_storage(store, [site.name(a.weight, p) for p in a.qk] if a.fused in (None, "kv") else [name]),
+    )
     return _fold_qk_norm(ckpt, site, block) if a.qk_norm else block
+
+
+_FLOAT_STORAGE = ("F32", "F16", "BF16")
+
+
+def _storage(store, names: list[str]) -> str | None:
+    """What the q and k tensors are stored as where a store says so (GGUF) and it is no float type."""
+    if not hasattr(store, "storage"):
+        return None
+    kinds = [store.storage(n) for n in names]
+    if all(k in _FLOAT_STORAGE for k in kinds):
+        return None
+    return kinds[0] if len(set(kinds)) == 1 else ", ".join(f"{p} {k}" for p, k in zip("qk", kinds))
 
 
 def _fold_qk_norm(ckpt: Checkpoint, site: Site, block: AttentionBlock) -> AttentionBlock:
