@@ -62,17 +62,18 @@ def test_the_quickstart_plan_makes_what_its_catalogue_and_training_ask_for():
         "depth_profile",
         "spectral_signatures",
         "rotary_symmetry",
+        "quantisation_changes",
         "training_scores_pydoc",
         "training_layers_pydoc",
         "training_loss",
     ]  # fmt: skip
     # (vision: no model; validation off: no paper tables)
     assert registry.stems(plan, "table") == [
-        "scores_all", "robustness", "scores_language", "symmetric_init", "training_finals",
+        "scores_all", "robustness", "quantisation", "scores_language", "symmetric_init", "training_finals",
     ]  # fmt: skip
     targets = registry.targets(plan)
     assert "figures/training_loss.pdf" in targets and "results/tables/symmetric_init.tex" in targets
-    assert len(targets) == 11 * 2 + 5 * 4
+    assert len(targets) == 12 * 2 + 6 * 4
 
 
 def test_validation_and_training_switch_their_products_on_and_off():

@@ -6,8 +6,10 @@ line and the column.
 """
 
 import os
+import shlex
 import sys
 from pathlib import Path
+from types import SimpleNamespace as Namespace
 
 from snakemake.exceptions import WorkflowError
 from snakemake.sourcecache import LocalSourceFile
@@ -154,6 +156,32 @@ def get_extract_source(wildcards):
     """What `wqk extract` is given: the fetched or built folder, else the source itself."""
     row = catalogue_row(wildcards.slug)
     return get_extract_input(wildcards) or row["source"]
+
+
+def quantisation_rows():
+    """The catalogue lines of quantisation.models (checked: every one a slug of the catalogue)."""
+    return [catalogue_row(slug) for slug in config["quantisation"]["models"]]
+
+
+def get_quantisation_input(wildcards=None):
+    """The folders the workflow makes for quantisation.models (hub fetches, tiny models)."""
+    return [
+        p
+        for slug in config["quantisation"]["models"]
+        if (p := get_extract_input(Namespace(slug=slug)))
+    ]
+
+
+def get_quantisation_sources(wildcards=None):
+    """The sources `wqk quantisation` reads (fetched or built folders, else the source) and
+    their model ids, both in the order of quantisation.models."""
+    slugs = config["quantisation"]["models"]
+    sources = [get_extract_source(Namespace(slug=slug)) for slug in slugs]
+    return " ".join(shlex.quote(s) for s in sources)
+
+
+def get_quantisation_names(wildcards=None):
+    return shlex.quote(",".join(r["model_id"] for r in quantisation_rows()))
 
 
 def get_tiny_model_type(wildcards):

@@ -31,6 +31,7 @@ COMMANDS = {
     "pin": ("wqk.commands.pin", "pin a catalogue's hub revisions to commit shas, in place"),
     "catalogue": ("wqk.commands.catalogue", "a catalogue of the hub's models, from its listing"),
     "null": ("wqk.commands.null", "scores of random Gaussian Q, K with a model's shapes"),
+    "quantisation": ("wqk.commands.quantisation", "what each GGUF quant type does to a float checkpoint's scores"),
     "aggregate": ("wqk.commands.aggregate", "scores of many models -> per-model statistics"),
     "figure": ("wqk.commands.figure", "render one figure from the aggregates"),
     "table": ("wqk.commands.table", "render one table from the aggregates"),

@@ -21,6 +21,7 @@ SUFFIXES = {"figure": (".pdf", ".png"), "table": (".csv", ".md", ".tex", ".html"
 FOLDERS = {"figure": "figures", "table": "results/tables"}
 MODELS = "results/aggregate/models.parquet"
 SWEEPS = "results/aggregate_sweeps/models.parquet"  # the swept models' revisions (wqk.sweeps)
+QUANTISATION = "results/quantisation/summary.csv"  # `wqk quantisation --summary-out` of quantisation.models
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,10 @@ def _validated(plan: Plan) -> bool:
     return plan.validation and plan.population
 
 
+def _quantises(plan: Plan) -> bool:
+    return bool((plan.config.get("quantisation") or {}).get("models"))
+
+
 def _trained(plan: Plan) -> bool:
     return bool(plan.datasets)
 
@@ -164,6 +169,10 @@ PRODUCTS = (
     Product("figure", "spectral_signatures", BEYOND, "spectral signatures", inputs={"models": MODELS}, made=_population),
     Product("figure", "rotary_symmetry", BEYOND, "rotary-aware symmetry", inputs={"models": MODELS}, made=_population),
     Product(
+        "figure", "quantisation_changes", BEYOND, "what quantisation does",
+        inputs={"quantisation": QUANTISATION}, made=_quantises,
+    ),
+    Product(
         "figure", "training_scores", TRAINING, "scores during training",
         inputs={"summary": "results/training/summary.csv", "published": _published_curves},
         made=lambda plan: list(plan.datasets), per="dataset", params=lambda dataset: {"dataset": dataset},
@@ -184,6 +193,10 @@ PRODUCTS = (
     ),
     Product("table", "scores_all", SCORES, "scores of every model", inputs={"models": MODELS}, made=_population),
     Product("table", "robustness", BEYOND, "robustness of the findings", inputs={"models": MODELS}, made=_population),
+    Product(
+        "table", "quantisation", BEYOND, "what quantisation does",
+        inputs={"quantisation": QUANTISATION}, made=_quantises,
+    ),
     Product(
         "table", "scores_language", SCORES, "scores of the paper's language models",
         inputs={"models": MODELS}, made=lambda plan: "language" in plan.groups,
