@@ -10,7 +10,6 @@ form differs from another.
 
 from __future__ import annotations
 
-import numpy as np
 from matplotlib.lines import Line2D
 
 from . import DOUBLE, STACK_COLOURS, new_figure, no_data, style
@@ -19,38 +18,36 @@ PANELS = (("symmetry", "symmetry"), ("directionality", "directionality"))
 EMPTY = "no quantised models in this run"
 
 
-def draw(data: dict, width: float = DOUBLE, height: float = 2.6):
+def draw(data: dict, width: float = DOUBLE, height: float = 3.4):
     s = data["quantisation"]
     with style():
         fig, axes = new_figure(width, height, ncols=2)
         handles = {}
+        types = s.sort_values(["bits_per_weight", "quant_type"]).drop_duplicates("quant_type")
+        where = {t: i for i, t in enumerate(types["quant_type"])}
+        first = s["model"].iloc[0] if len(s) else None
         for ax, (metric, title) in zip(axes[0], PANELS):
-            ax.set_title(f"{title}: change under quantisation")
-            ax.set_xlabel("bits per weight")
-            ax.set_ylabel(f"|change in {metric}|, median over layers")
+            ax.set_title(f"{title} under quantisation")
+            ax.set_xlabel("quant type (bits per weight)")
+            ax.set_ylabel("median |change| over layers")
             if s.empty:
                 no_data(ax, EMPTY)
                 continue
             ax.set_yscale("log")
-            ax.set_xscale("log", base=2)
-            bits = np.sort(s["bits_per_weight"].unique())
-            ax.set_xticks(bits, [f"{b:g}\n{t}" for b, t in zip(bits, _type_names(s, bits))], fontsize=5)
-            ax.minorticks_off()
+            ax.set_xticks(
+                range(len(where)), [f"{t}\n{b:g}" for t, b in zip(types["quant_type"], types["bits_per_weight"])]
+            )
+            ax.tick_params(axis="x", labelsize=5)
             for (model, stack), g in s.groupby(["model", "stack"], sort=True):
                 c = STACK_COLOURS.get(stack, "grey")
-                y = g[f"abs_d_{metric}_median"].clip(lower=1e-7)
-                ls = "-" if model == s["model"].iloc[0] else "--"
-                ax.plot(g["bits_per_weight"], y, color=c, lw=0.9, ls=ls, marker="o", ms=2)
+                ls = "-" if model == first else "--"
+                x = g["quant_type"].map(where)
+                ax.plot(x, g[f"abs_d_{metric}_median"].clip(lower=1e-7), color=c, lw=0.9, ls=ls, marker="o", ms=2)
                 ax.axhline(g[f"null_{metric}_std"].median(), color=c, lw=0.6, ls=":")
-                handles[(model, stack)] = Line2D(
+                handles[(0, model, stack)] = Line2D(
                     [], [], color=c, lw=0.9, ls=ls, marker="o", ms=2, label=f"{model}, {stack}"
                 )
-        handles["null"] = Line2D(
-            [], [], color="0.3", lw=0.6, ls=":", label="null: std over random forms (colour: stack)"
-        )
-        fig.legend(handles=list(handles.values()), loc="outside lower center", ncols=2)
+                handles[(1, "", stack)] = Line2D([], [], color=c, lw=0.6, ls=":", label=f"null spread, {stack}")
+        if handles:
+            fig.legend(handles=[handles[k] for k in sorted(handles)], loc="outside lower center", ncols=2)
     return fig
-
-
-def _type_names(s, bits) -> list[str]:
-    return ["/".join(sorted(s.loc[s["bits_per_weight"] == b, "quant_type"].unique())) for b in bits]
