@@ -24,11 +24,15 @@ from wqk.errors import CorruptCheckpoint, MissingTensor, SourceUnavailable, Unsu
 from wqk.tiny import build_tiny
 
 # HF model_type -> GGUF architecture, as llama.cpp's converter names them
-GGUF_ARCH = {"llama": "llama", "qwen3": "qwen3", "gemma3_text": "gemma3"}
+GGUF_ARCH = {
+    "llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3",
+    "gemma": "gemma", "gemma2": "gemma2", "gemma3_text": "gemma3",
+}  # fmt: skip
 _HF_TO_GGUF = {
     "self_attn.q_proj": "attn_q",
     "self_attn.k_proj": "attn_k",
     "self_attn.v_proj": "attn_v",
+    "self_attn.qkv_proj": "attn_qkv",
     "self_attn.o_proj": "attn_output",
     "self_attn.q_norm": "attn_q_norm",
     "self_attn.k_norm": "attn_k_norm",
@@ -53,9 +57,10 @@ def to_gguf(hf: Path, out: Path, qtype: GGMLQuantizationType = GGMLQuantizationT
     w.add_key_length(cfg.get("head_dim") or cfg["hidden_size"] // heads)
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     theta = (cfg.get("rope_parameters") or {}).get("rope_theta") or cfg.get("rope_theta") or 10000.0
+    if arch in ("gemma2", "gemma3"):
+        w.add_sliding_window(cfg["sliding_window"])
     if arch == "gemma3":
         theta = cfg["rope_parameters"]["full_attention"]["rope_theta"]
-        w.add_sliding_window(cfg["sliding_window"])
         w.add_uint32("gemma3.attention.sliding_window_pattern", 3)  # the tiny model's layer_types
     w.add_rope_freq_base(float(theta))
     for name, t in sorted(load_file(hf / "model.safetensors").items()):
@@ -74,7 +79,7 @@ def to_gguf(hf: Path, out: Path, qtype: GGMLQuantizationType = GGMLQuantizationT
             t = permute(t, heads if "attn_q" in g_name else kv)
         if arch.startswith("gemma") and g_name.endswith("norm.weight"):
             t = t + np.float32(1)
-        if qtype != GGMLQuantizationType.F32 and g_name.endswith(("attn_q.weight", "attn_k.weight")):
+        if qtype != GGMLQuantizationType.F32 and g_name.endswith(("attn_q.weight", "attn_k.weight", "attn_qkv.weight")):
             w.add_tensor(g_name, quantize(t, qtype), raw_shape=quantize(t, qtype).shape, raw_dtype=qtype)
         else:
             w.add_tensor(g_name, t)
@@ -136,7 +141,7 @@ def test_quantised_factors_are_the_gguf_packages_dequantised_values(tiny, model_
     store, reader = GgufStore(q8), GGUFReader(q8)
     raw = {t.name: t for t in reader.tensors}
     for i in range(json.loads((hf / "config.json").read_text())["num_hidden_layers"]):
-        for part in ("q", "k"):
+        for part in ("qkv",) if model_type == "phi3" else ("q", "k"):
             hf_name = f"model.layers.{i}.self_attn.{part}_proj.weight"
             assert store.storage(hf_name) == "Q8_0"
             t = raw[f"blk.{i}.attn_{part}.weight"]

@@ -81,3 +81,30 @@ rule validate:
         " --published-layers {input.published_layers} --paper-models {input.paper_models}"
         " --authors-models {input.authors_models} --authors-layers {input.authors_layers}"
         " --out {output} > {log} 2>&1"
+
+
+if config["quantisation"]["models"]:
+
+    rule quantisation:
+        """The real float checkpoints of quantisation.models: their q/k quantised with each type
+        the gguf package can write, dequantised and scored per layer, beside the null's spread.
+        """
+        input:
+            get_quantisation_input,
+        output:
+            layers="results/quantisation/quantisation.parquet",
+            summary="results/quantisation/summary.csv",
+        log:
+            "logs/quantisation.log",
+        conda:
+            "../envs/wqk.yaml"
+        resources:
+            mem_mb=8000,
+            runtime=60,
+        params:
+            sources=get_quantisation_sources,
+            names=get_quantisation_names,
+            seed=config["quantisation"]["seed"],
+        shell:
+            "wqk quantisation {params.sources} --names {params.names} --seed {params.seed}"
+            " --out {output.layers} --summary-out {output.summary} > {log} 2>&1"
