@@ -16,7 +16,7 @@ What llama.cpp's converter (convert_hf_to_gguf.py) changed is undone here:
 - Gemma (gemma, gemma2, gemma3): every RMSNorm weight is stored as 1 + w. The store gives w, as
   an HF checkpoint holds it (the gemma records add the 1: Attention.gain_offset).
 Quantised factors are dequantised to float32; `storage(name)` says what a tensor was stored as
-(the scores carry it: wqk.scoring).
+(the blocks carry it, and the scores' `storage` column: adapters.reader, score_table).
 """
 
 from __future__ import annotations
@@ -91,14 +91,6 @@ _CONFIG_KEYS = {
     "attention.sliding_window": "sliding_window",
     "rope.freq_base": "rope_theta",
 }
-
-
-def is_gguf_file(path: Path) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(4) == MAGIC
-    except OSError:
-        return False
 
 
 @dataclass(frozen=True)
@@ -268,9 +260,6 @@ class GgufStore:
                     f"{self.path}: tensor {t.name!r} needs bytes up to {t.offset + t.nbytes} but the file has "
                     f"{size} (truncated download?); re-download it"
                 )
-
-    def _meta(self, key: str, default=None):
-        return self.meta.get(f"{self.arch_name}.{key}", default)
 
     def _config(self) -> dict:
         arch_meta = {
