@@ -331,3 +331,25 @@ def test_a_file_split_across_packages_is_assembled_and_checked(tiny, tmp_path, m
     pd.testing.assert_frame_equal(
         _scores("pypi:splitmodel")[SCORE_COLUMNS], _scores(tiny["gemma3_text"][2])[SCORE_COLUMNS], check_exact=True
     )
+
+
+def test_the_matrices_file_of_a_gguf_says_what_each_factor_was_stored_as(tiny, tmp_path):
+    """`--matrices-out` of a quantised GGUF: a `storage` column (null for float factors), the
+    dequantised values as float32; scoring that file gives the GGUF's own scores, storage too."""
+    import pyarrow.parquet as pq
+
+    from wqk import scoring
+
+    _, f32, q8 = tiny["qwen3"]
+    for gguf, want in ((q8, {"Q8_0"}), (f32, {None})):
+        m = tmp_path / f"{gguf.stem}.m.parquet"
+        scoring.score(str(gguf), matrices_out=m, progress=False)
+        table = pq.read_table(m)
+        assert table.schema.names[-1] == "storage" and set(table.column("storage").to_pylist()) == want
+        assert set(table.column("dtype").to_pylist()) == {"float32"}
+        direct, again = _scores(gguf), _scores(m)
+        numbers = [c for c in direct.columns if c not in ("model", "provenance", "synthetic")]
+        pd.testing.assert_frame_equal(again[numbers], direct[numbers], check_exact=True)
+    hf_matrices = tmp_path / "hf.m.parquet"
+    scoring.score(str(tiny["qwen3"][0]), matrices_out=hf_matrices, progress=False)
+    assert "storage" not in pq.read_table(hf_matrices).schema.names  # float checkpoints: the same file as before

@@ -231,10 +231,10 @@ def test_background_writer_writes_the_same_bytes_and_reports_its_errors(tmp_path
 
     real = matrices.block_table
 
-    def failing(info, block):
+    def failing(info, block, stored=False):
         if block.stack == "decoder":
             raise OSError("disk full")
-        return real(info, block)
+        return real(info, block, stored)
 
     monkeypatch.setattr(matrices, "block_table", failing)
     with pytest.raises(OSError, match="disk full"):

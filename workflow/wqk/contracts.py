@@ -93,6 +93,10 @@ MATRICES_SCHEMA = pa.schema(
         b"weight = the head's rows of W_q or W_k (Q_h^T), head_dim x d row-major, little-endian, in dtype"
     },
 )
+# the same with `storage` last, for checkpoints whose factors may be stored quantised (GGUF):
+# what the factor was stored as ("Q5_0"), its `weight` then holding the dequantised float32
+# values; null for a factor stored as floats
+STORED_MATRICES_SCHEMA = MATRICES_SCHEMA.append(pa.field("storage", pa.string()))
 
 
 def check_format(schema: pa.Schema, path) -> None:

@@ -39,7 +39,7 @@ import torch
 from .arrow import column, repeated
 from .atomic import atomic_path
 from .blocks import AttentionBlock, Rope
-from .contracts import MATRICES_DTYPES, MATRICES_SCHEMA, ModelInfo, check_format
+from .contracts import MATRICES_DTYPES, MATRICES_SCHEMA, STORED_MATRICES_SCHEMA, ModelInfo, check_format
 from .errors import WqkError
 
 DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
@@ -49,7 +49,7 @@ assert set(TORCH_DTYPES) == set(MATRICES_DTYPES)
 WRITE_OPTIONS = dict(
     # dictionaries for the repeated metadata, never for the weights (hashing every value
     # only to give up when the dictionary outgrows its page)
-    use_dictionary=[c for c in MATRICES_SCHEMA.names if c != "weight"],
+    use_dictionary=[c for c in STORED_MATRICES_SCHEMA.names if c != "weight"],
     # statistics let readers skip row groups by stack and layer; none for the weights
     write_statistics=["stack", "layer", "factor", "head"],
     # one value per batch: a page per head, so the writer buffers one head, not a layer
@@ -61,8 +61,8 @@ WRITE_OPTIONS = dict(
 def write_options(dtype: torch.dtype) -> dict:
     """zstd (level 1) for 16-bit weights, which it makes ~20% smaller; none for float32,
     where it saves ~8% for ~0.6 s of CPU per GB written (a sixth of scoring's time)."""
-    zstd = [c for c in MATRICES_SCHEMA.names if c != "weight" or dtype in (torch.float16, torch.bfloat16)]
-    compression = {c: "zstd" if c in zstd else "none" for c in MATRICES_SCHEMA.names}
+    zstd = [c for c in STORED_MATRICES_SCHEMA.names if c != "weight" or dtype in (torch.float16, torch.bfloat16)]
+    compression = {c: "zstd" if c in zstd else "none" for c in STORED_MATRICES_SCHEMA.names}
     return dict(WRITE_OPTIONS, compression=compression, compression_level=dict.fromkeys(zstd, 1))
 
 
@@ -92,8 +92,9 @@ def _rope_json(rope: Rope | None) -> str | None:
     return json.dumps({"inv_freq": list(rope.inv_freq), "layout": rope.layout, "context": rope.context})
 
 
-def block_table(info: ModelInfo, block: AttentionBlock) -> pa.Table:
-    """One layer's rows: its query heads, then its key heads (each once)."""
+def block_table(info: ModelInfo, block: AttentionBlock, stored: bool = False) -> pa.Table:
+    """One layer's rows: its query heads, then its key heads (each once); with `storage`
+    (STORED_MATRICES_SCHEMA) where the factors may be stored quantised."""
     qt, kt = _head_rows(block.q), _head_rows(block.k)
     h, h_kv = block.n_heads, block.n_kv_heads
     n = h + h_kv
@@ -122,7 +123,9 @@ def block_table(info: ModelInfo, block: AttentionBlock) -> pa.Table:
         "rope": const(_rope_json(block.rope), pa.string()),
         "form": const(block.form, pa.string()),
     }
-    return pa.table(columns, schema=MATRICES_SCHEMA)
+    if stored:
+        columns["storage"] = const(block.storage, pa.string())
+    return pa.table(columns, schema=STORED_MATRICES_SCHEMA if stored else MATRICES_SCHEMA)
 
 
 class MatricesWriter:
@@ -131,9 +134,11 @@ class MatricesWriter:
     error. With background=True a thread writes each block (in order: the same bytes)
     while the caller scores it; `seconds` is the time spent writing."""
 
-    def __init__(self, out: str | Path, background: bool = False):
+    def __init__(self, out: str | Path, background: bool = False, stored: bool = False):
         self.out = Path(out)
         self.background = background
+        self.stored = stored  # a `storage` column (a checkpoint that may hold quantised factors: GGUF)
+        self.schema = STORED_MATRICES_SCHEMA if stored else MATRICES_SCHEMA
         self.n = 0
         self.seconds = 0.0
         self._error: BaseException | None = None
@@ -168,9 +173,9 @@ class MatricesWriter:
 
     def _write(self, info: ModelInfo, block: AttentionBlock) -> None:
         t0 = time.perf_counter()
-        table = block_table(info, block)
+        table = block_table(info, block, self.stored)
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self._tmp, MATRICES_SCHEMA, **write_options(block.q.dtype))
+            self._writer = pq.ParquetWriter(self._tmp, self.schema, **write_options(block.q.dtype))
         self._writer.write_table(table, row_group_size=table.num_rows)
         self.n += 1
         self.seconds += time.perf_counter() - t0
@@ -191,7 +196,7 @@ class MatricesWriter:
                 self._queue.put(None)
                 self._thread.join()
             if self._writer is None and exc_type is None:  # no blocks: an empty file
-                self._writer = pq.ParquetWriter(self._tmp, MATRICES_SCHEMA, **write_options(torch.float32))
+                self._writer = pq.ParquetWriter(self._tmp, self.schema, **write_options(torch.float32))
             if self._writer is not None:
                 self._writer.close()
             if self._error is not None and exc_type is None:
@@ -202,9 +207,9 @@ class MatricesWriter:
         self._stack.__exit__(exc_type, exc, tb)  # renames it into place, or removes it after an error
 
 
-def write_matrices(info: ModelInfo, blocks: Iterable[AttentionBlock], out: Path) -> int:
+def write_matrices(info: ModelInfo, blocks: Iterable[AttentionBlock], out: Path, stored: bool = False) -> int:
     """Stream blocks into `out`; returns the number of blocks written."""
-    with MatricesWriter(out) as w:
+    with MatricesWriter(out, stored=stored) as w:
         for block in blocks:
             w.write(info, block)
     return w.n
@@ -276,4 +281,5 @@ def _layer_block(t: pa.Table, path) -> tuple[ModelInfo, AttentionBlock]:
     rope = json.loads(first["rope"]) if first.get("rope") else None
     rope = Rope(tuple(rope["inv_freq"]), rope["layout"], int(rope["context"])) if rope else None
     form = first.get("form") or "bilinear"  # files written before the column: plain forms
-    return info, AttentionBlock(first["stack"], first["layer"], q, kk, rope=rope, form=form)
+    block = AttentionBlock(first["stack"], first["layer"], q, kk, rope=rope, form=form, storage=first.get("storage"))
+    return info, block

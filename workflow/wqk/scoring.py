@@ -162,7 +162,7 @@ def score(
         if matrices_out is not None:
             from .matrices import MatricesWriter
 
-            writer = stack.enter_context(MatricesWriter(matrices_out, background=True))
+            writer = stack.enter_context(MatricesWriter(matrices_out, background=True, stored=_may_be_quantised(found)))
         ckpt, info, blocks = _open(source, found, from_matrices, stream, options.method, name, synthetic, provenance)
         if from_matrices:
             items = blocks
@@ -288,4 +288,10 @@ def extract(source: str | os.PathLike, out: str | os.PathLike, name: str | None 
     from .matrices import write_matrices
 
     info, blocks = open_source(found, name, synthetic)
-    return info, write_matrices(info, blocks, out)
+    return info, write_matrices(info, blocks, out, stored=_may_be_quantised(found))
+
+
+def _may_be_quantised(found) -> bool:
+    """Whether a located checkpoint's factors may be stored quantised (a GGUF file): its
+    matrices file then says what each factor was stored as (contracts.STORED_MATRICES_SCHEMA)."""
+    return found is not None and found.layout is not None and found.layout.format == "gguf"
