@@ -80,7 +80,8 @@ def to_gguf(hf: Path, out: Path, qtype: GGMLQuantizationType = GGMLQuantizationT
         if arch.startswith("gemma") and g_name.endswith("norm.weight"):
             t = t + np.float32(1)
         if qtype != GGMLQuantizationType.F32 and g_name.endswith(("attn_q.weight", "attn_k.weight", "attn_qkv.weight")):
-            w.add_tensor(g_name, quantize(t, qtype), raw_shape=quantize(t, qtype).shape, raw_dtype=qtype)
+            q = quantize(t, qtype)
+            w.add_tensor(g_name, q, raw_shape=q.shape, raw_dtype=qtype)
         else:
             w.add_tensor(g_name, t)
     w.write_header_to_file()

@@ -54,7 +54,7 @@ def _rows(info: ModelInfo, block: AttentionBlock, scores: dict, heads: list) -> 
         "form": block.form,
     }
     if block.storage is not None:
-        base["storage"] = block.storage
+        base[STORAGE] = block.storage
     columns = [c for c in scores if c != "reason"]
     return [
         {**base, "head": h, **{c: float(scores[c][i]) for c in columns}, "reason": scores["reason"][i]}

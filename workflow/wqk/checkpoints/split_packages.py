@@ -17,6 +17,7 @@ import importlib.metadata
 import importlib.util
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..atomic import atomic_path
@@ -27,7 +28,8 @@ _PART = re.compile(r"\.part(\d+)$")
 _CHUNK = 1 << 20
 
 
-def _package_roots(package: str) -> list[Path]:
+def package_roots(package: str) -> list[Path]:
+    """The folders of an installed package, found with find_spec (nothing imported); [] if not installed."""
     module = package.replace("-", "_").replace(".", "_").lower()
     try:
         spec = importlib.util.find_spec(module)
@@ -36,15 +38,20 @@ def _package_roots(package: str) -> list[Path]:
     return [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
 
 
-def _files(roots: list[Path], depth: int = 3) -> list[Path]:
-    found = []
+def walk(roots: list[Path], depth: int) -> Iterator[tuple[Path, int, list[str]]]:
+    """(folder, its depth below its root, its sorted file names) of every folder under the roots
+    down to `depth` levels, in sorted order; hidden folders and __pycache__ skipped."""
     for root in roots:
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__pycache__")))
-            if len(Path(dirpath).relative_to(root).parts) >= depth:
+            level = len(Path(dirpath).relative_to(root).parts)
+            if level >= depth:
                 dirnames[:] = []
-            found += [Path(dirpath) / f for f in sorted(filenames)]
-    return found
+            yield Path(dirpath), level, sorted(filenames)
+
+
+def _files(roots: list[Path], depth: int = 3) -> list[Path]:
+    return [folder / f for folder, _, names in walk(roots, depth) for f in names]
 
 
 def _required_packages(package: str) -> list[str]:
@@ -70,10 +77,10 @@ def _published(files: list[Path]) -> dict[str, str]:
 def assembled_folder(package: str, cache_dir=None) -> Path | None:
     """The cache folder holding the package's split file, assembled and verified; None when
     the package publishes no sums of a file split across the packages it requires."""
-    sums = _published(_files(_package_roots(package)))
+    sums = _published(_files(package_roots(package)))
     if not sums:
         return None
-    part_files = _files([r for dep in _required_packages(package) for r in _package_roots(dep)])
+    part_files = _files([r for dep in _required_packages(package) for r in package_roots(dep)])
     for name, sha in sorted(sums.items()):
         parts = sorted(
             (int(m.group(1)), f) for f in part_files if f.name.startswith(name) and (m := _PART.search(f.name))

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +56,8 @@ class Architecture:
     model_type: str  # the transformers model_type whose record reads the blocks
     rope_permuted: bool = False  # llama.cpp permuted q/k rows for its adjacent-pair rope
     norm_shift: float = 0.0  # stored norm weight = HF weight + norm_shift
-    config: dict = field(default_factory=dict)  # fixed config fields llama.cpp does not store
+    # the arch's metadata (keys after "<arch>.") -> config fields llama.cpp fixes rather than stores
+    config: Callable[[dict], dict] | None = None
 
 
 def _gemma3_config(meta: dict) -> dict:
@@ -76,7 +78,7 @@ ARCHITECTURES = {
     "phi3": Architecture("phi3"),
     "gemma": Architecture("gemma", norm_shift=1.0),
     "gemma2": Architecture("gemma2", norm_shift=1.0),
-    "gemma3": Architecture("gemma3_text", norm_shift=1.0),
+    "gemma3": Architecture("gemma3_text", norm_shift=1.0, config=_gemma3_config),
 }
 # metadata key (after "<arch>.") -> HF config key
 _CONFIG_KEYS = {
@@ -279,8 +281,8 @@ class GgufStore:
         rotary = arch_meta.get("rope.dimension_count")
         if rotary and rotary != cfg["head_dim"]:
             cfg["partial_rotary_factor"] = rotary / cfg["head_dim"]
-        if self.arch.model_type == "gemma3_text":
-            cfg.update(_gemma3_config(arch_meta))
+        if self.arch.config is not None:
+            cfg.update(self.arch.config(arch_meta))
         if "blk.0.attn_q.bias" in self.tensors:
             cfg["attention_bias"] = True
         cfg.update(
