@@ -215,6 +215,11 @@ def test_the_page_in_chromium_shows_the_picked_heads_values(world, tmp_path, spl
         page.driver.get("about:blank")
         page.driver.get(url)
         assert page.wait_for(lambda: page.shown() == "toy--dec-small|decoder|2|1")
+        # a model id (as the tables and figures spell it) picks its slug's model
+        page.driver.get("about:blank")
+        page.driver.get(url.replace("model=toy--dec-small", "model=toy%2Fdec-small"))
+        assert page.wait_for(lambda: page.shown() == "toy--dec-small|decoder|2|1")
+        assert page.message() == "" and "model=toy--dec-small" in page.driver.current_url
         # a pick of the URL that names no model (or layer) of the page is said, not passed over
         page.driver.get("about:blank")
         page.driver.get(url.replace("model=toy--dec-small", "model=no--such-model").replace("layer=2", "layer=99"))

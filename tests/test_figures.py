@@ -239,3 +239,32 @@ def test_heatmap_load_decodes_as_wqk_matrices_without_torch(tmp_path, dtype):
         assert r.q.dtype == np.float32 and r.k.dtype == np.float32
         np.testing.assert_array_equal(r.q, blk.q[r.head].float().numpy().reshape(-1))
         np.testing.assert_array_equal(r.k, blk.k[r.kv_head].float().numpy().reshape(-1))
+
+
+def test_a_quantised_model_is_a_diamond_labelled_with_its_storage_in_figures_and_tables(aggregates):
+    """A model whose q/k were stored quantised (a GGUF: the models table's `storage`) is marked
+    wherever it is drawn or listed; the others are drawn and named as before."""
+    from wqk.tables._common import model_name
+
+    tables, _ = aggregates
+    models = tables["models"].copy()
+    gpt = models["model"] == models.loc[models["n_params"] == 1.2e8, "model"].iloc[0]
+    models["storage"] = None
+    models.loc[gpt, "storage"] = "Q5_0"
+    fig = import_module("wqk.figures.scores_vs_params").draw(tables | {"models": models}, modality="text")
+    ax = fig.axes[0]
+    diamonds = [x for line in ax.lines if line.get_marker() == "D" for x in line.get_xdata()]
+    circles = sorted(x for line in ax.lines if line.get_marker() == "o" for x in line.get_xdata())
+    assert diamonds == [1.2e8] and circles == sorted([4e6, 3.4e8, 2e4, 6e7, 6e7])
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "autoregressive (quantised: Q5_0)" in labels and "autoregressive" in labels
+    names = models.apply(model_name, axis=1)
+    assert set(names[gpt]) == {f"{models.loc[gpt, 'model'].iloc[0]} (quantised: Q5_0)"}
+    assert not names[~gpt].str.contains("quantised").any()
+
+    layers = tables["layers"].copy()
+    layers["storage"] = np.where(layers["model"].isin(models.loc[gpt, "model"]), "Q5_0", None)
+    fig = import_module("wqk.figures.depth_profile").draw({"layers": layers})
+    labels = [line.get_label() for line in fig.axes[0].lines]
+    assert any(label.startswith("autoregressive (n=") and label.endswith(", 1 quantised)") for label in labels), labels
+    assert not any("quantised" in label for label in labels if label.startswith("bidirectional"))

@@ -14,81 +14,16 @@ import numpy as np
 import pandas as pd
 import pytest
 from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
-from gguf.quants import dequantize, quantize
-from safetensors.numpy import load_file
+from gguf.quants import dequantize
 
+from standin_hub.gguf_repos import GGUF_ARCH, to_gguf
 from wqk import api
 from wqk.checkpoints import open_checkpoint
 from wqk.checkpoints.formats.gguf import ARCHITECTURES, GgufStore, permute
 from wqk.errors import CorruptCheckpoint, MissingTensor, SourceUnavailable, UnsupportedModelType
 from wqk.tiny import build_tiny
 
-# HF model_type -> GGUF architecture, as llama.cpp's converter names them
-GGUF_ARCH = {
-    "llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3",
-    "gemma": "gemma", "gemma2": "gemma2", "gemma3_text": "gemma3",
-}  # fmt: skip
-_HF_TO_GGUF = {
-    "self_attn.q_proj": "attn_q",
-    "self_attn.k_proj": "attn_k",
-    "self_attn.v_proj": "attn_v",
-    "self_attn.qkv_proj": "attn_qkv",
-    "self_attn.o_proj": "attn_output",
-    "self_attn.q_norm": "attn_q_norm",
-    "self_attn.k_norm": "attn_k_norm",
-    "input_layernorm": "attn_norm",
-}
 SCORE_COLUMNS = ["stack", "layer", "scope", "head", "symmetry", "directionality", "E_r", "E_c", "fro_norm", "form"]
-
-
-def to_gguf(hf: Path, out: Path, qtype: GGMLQuantizationType = GGMLQuantizationType.F32) -> Path:
-    """The HF folder as llama.cpp's converter writes it: its metadata keys, q/k rows permuted
-    for arch llama, Gemma's norms stored as 1 + w; the attention projections in qtype."""
-    cfg = json.loads((hf / "config.json").read_text())
-    arch = GGUF_ARCH[cfg["model_type"]]
-    heads, kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
-    w = GGUFWriter(out, arch)
-    w.add_block_count(cfg["num_hidden_layers"])
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_context_length(cfg["max_position_embeddings"])
-    w.add_head_count(heads)
-    w.add_head_count_kv(kv)
-    w.add_key_length(cfg.get("head_dim") or cfg["hidden_size"] // heads)
-    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    theta = (cfg.get("rope_parameters") or {}).get("rope_theta") or cfg.get("rope_theta") or 10000.0
-    if arch in ("gemma2", "gemma3"):
-        w.add_sliding_window(cfg["sliding_window"])
-    if arch == "gemma3":
-        theta = cfg["rope_parameters"]["full_attention"]["rope_theta"]
-        w.add_uint32("gemma3.attention.sliding_window_pattern", 3)  # the tiny model's layer_types
-    w.add_rope_freq_base(float(theta))
-    for name, t in sorted(load_file(hf / "model.safetensors").items()):
-        if not name.startswith("model.layers.") and name != "model.norm.weight":
-            continue
-        if name == "model.norm.weight":
-            g_name = "output_norm.weight"
-        else:
-            _, _, i, *rest = name.split(".")
-            module, kind = ".".join(rest[:-1]), rest[-1]
-            if module not in _HF_TO_GGUF:
-                continue
-            g_name = f"blk.{i}.{_HF_TO_GGUF[module]}.{kind}"
-        t = t.astype(np.float32)
-        if arch == "llama" and g_name.endswith(("attn_q.weight", "attn_k.weight")):
-            t = permute(t, heads if "attn_q" in g_name else kv)
-        if arch.startswith("gemma") and g_name.endswith("norm.weight"):
-            t = t + np.float32(1)
-        if qtype != GGMLQuantizationType.F32 and g_name.endswith(("attn_q.weight", "attn_k.weight", "attn_qkv.weight")):
-            q = quantize(t, qtype)
-            w.add_tensor(g_name, q, raw_shape=q.shape, raw_dtype=qtype)
-        else:
-            w.add_tensor(g_name, t)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -441,8 +441,8 @@ def fake_hub(tmp_path, monkeypatch):
     (d / ".wqk-fetch.json").write_text(json.dumps({"repo_id": "org/name", "sha": sha}))  # as a cache folder has
     (d / ".revision").write_text(sha + "\n")
 
-    def fetch_hub(repo_id, revision, cache_dir=None, tensors=None):  # tensors: the selection, unused here
-        calls.append((repo_id, revision, cache_dir))
+    def fetch_hub(repo_id, revision, cache_dir=None, tensors=None, file=None):  # tensors: the selection, unused here
+        calls.append((repo_id, revision, cache_dir) + (() if file is None else (file,)))
         return d
 
     monkeypatch.setitem(sys.modules, "wqk.checkpoints.hub", types.SimpleNamespace(fetch_hub=fetch_hub))
@@ -466,6 +466,8 @@ def test_hub_ids_route_to_fetch_hub(fake_hub, tmp_path, monkeypatch):
     save_file({"x": torch.zeros(1)}, local / "model.safetensors")
     assert open_checkpoint("org/local").store.names() == ["x"]
     assert len(fake_hub) == 2
+    locate("acme/name@v2:Q8_0/name-Q8_0.gguf")  # one GGUF file of a repo: the fetch is told which
+    assert fake_hub[-1] == ("acme/name", "v2", None, "Q8_0/name-Q8_0.gguf")
 
 
 # --- provenance hashes begun in the background -----------------------------------------------

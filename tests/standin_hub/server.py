@@ -48,7 +48,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from . import listing
 
 TOKEN = "hf_standin_token"  # the token that opens gated repos
-LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".parquet", ".gz", ".zst", ".arrow", ".msgpack", ".h5", ".ot")
+LFS_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".parquet", ".gz", ".zst", ".arrow", ".msgpack", ".h5", ".ot")
 KINDS = ("models", "datasets")
 NESTING = 100_000  # levels of nested JSON arrays: past the recursion limit of Python's json
 HOSTILE = {

@@ -28,6 +28,7 @@ WORKFLOW_DIR = Path(str(workflow.current_basedir)).parent
 sys.path.insert(0, str(WORKFLOW_DIR))
 from wqk.catalogue import (
     CatalogueError,
+    fetch_source,
     load_catalogues_cached,
     write_catalogue,
 )  # noqa: E402

@@ -55,7 +55,7 @@ rule fetch:
         runtime=240,
         hub_downloads=1,
     params:
-        source=lambda wc: MODELS[wc.slug]["source"],
+        source=lambda wc: fetch_source(MODELS[wc.slug]),
         revision=get_revision,
     shell:
         "wqk fetch {params.source} --out {output} --revision {params.revision} > {log} 2>&1"

@@ -35,7 +35,7 @@ NO_OBJECTIVE = {"empty", "none", "-", "n/a"}  # spellings of "no such stack"
 # optional columns kept in the rows only where the file has them, so that a catalogue without
 # them loads (and is written to results/catalogue.tsv) exactly as before they existed; a
 # `revisions` column is never kept: its lines are expanded, with `sweep` and `step` (wqk.sweeps)
-ONLY_IF_GIVEN = {"model_type", "licence", "revisions", *SWEEP_COLUMNS}
+ONLY_IF_GIVEN = {"model_type", "licence", "file", "revisions", *SWEEP_COLUMNS}
 
 
 class CatalogueError(WqkError):
@@ -159,6 +159,11 @@ def _check_row(row: dict, where: str) -> None:
         source = parse_source(row["source"])
     except WqkError as e:
         raise CatalogueError(f"{where}, column 'source': {e}") from None
+    if row["file"] and source.kind != "hub":
+        raise CatalogueError(
+            f"{where}, column 'file': a file of a hub repo, but the source {row['source']} is a {source.kind} "
+            "source; give a local GGUF file's path as the source itself"
+        )
     model_type = row["model_type"]
     if source.kind == "tiny":
         if model_type and model_type != source.model_type:
@@ -171,6 +176,11 @@ def _check_row(row: dict, where: str) -> None:
         _check_objectives(row, where, model_type, "model_type")
     if not (row["objective_encoder"] or row["objective_decoder"]):
         raise CatalogueError(f"{where}: give objective_encoder and/or objective_decoder")
+
+
+def fetch_source(row: dict) -> str:
+    """What `wqk fetch` is given for a hub row: its source, with its chosen file (`file`) if any."""
+    return f"{row['source']}:{row['file']}" if row.get("file") else row["source"]
 
 
 def _check_objectives(row: dict, where: str, model_type: str, column: str, need_tiny: bool = False) -> None:

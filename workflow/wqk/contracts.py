@@ -137,3 +137,9 @@ def resolve_device(device="auto"):
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise WqkError(f"--device {device} was asked for, but torch sees no CUDA device: use --device auto or cpu")
     return dev
+
+
+def quantised(storage) -> str:
+    """ "quantised: Q5_0" for a model's or layer's `storage` (set only where q or k were stored in
+    a quantised type: adapters.reader._storage), "" for float factors (None, NaN)."""
+    return f"quantised: {storage}" if isinstance(storage, str) and storage else ""

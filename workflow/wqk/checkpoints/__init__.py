@@ -50,7 +50,7 @@ def locate(source: str | Source, cache_dir=None, tensors=None) -> Located:
     if src.kind == "hub":
         from .hub import fetch_hub  # the hub client only for hub ids
 
-        folder = Path(fetch_hub(src.repo, src.revision, cache_dir=cache_dir, tensors=tensors))
+        folder = Path(fetch_hub(src.repo, src.revision, cache_dir=cache_dir, tensors=tensors, file=src.file))
     else:
         folder = local_folder(src)
         if not folder.is_dir():

@@ -5,6 +5,7 @@
                                                          (or a file split across the packages it requires)
     tiny:<model_type>                                    a tiny random model (`wqk tiny` builds it)
     [hf:]org/name[@revision]                             a Hugging Face hub repository
+    [hf:]org/name[@revision]:FILE.gguf                   one GGUF file of a hub repository
 
 An existing path always wins over a hub id, and a path through a symlink loop is reported
 as a loop, never taken for a hub id. A missing path that looks local (its first folder exists
@@ -25,7 +26,9 @@ from ..atomic import symlink_loop
 from ..errors import SourceUnavailable
 
 KINDS = ("folder", "pypi", "tiny", "hub")
-_HUB_ID = re.compile(r"(?P<repo>(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*)(?:@(?P<rev>[\w./-]+))?")
+_HUB_ID = re.compile(
+    r"(?P<repo>(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*)(?:@(?P<rev>[\w./-]+))?(?::(?P<file>[\w.+-]+(?:/[\w.+-]+)*))?"
+)
 _LOCAL_PREFIXES = ("/", "./", "../", "~")
 _FILE_SUFFIXES = (".safetensors", ".bin", ".json", ".parquet", ".pt", ".pth", ".ckpt")
 
@@ -39,6 +42,7 @@ class Source:
     model_type: str | None = None  # tiny
     repo: str | None = None  # hub
     revision: str | None = None  # hub: branch, tag or commit sha; None = main
+    file: str | None = None  # hub: the weight file chosen (a .gguf), a path in the repo
 
     def __str__(self) -> str:
         return self.text
@@ -55,7 +59,8 @@ def parse_source(text: str) -> Source:
     if text.startswith(_LOCAL_PREFIXES) or text in (".", "..") or os.path.lexists(text):
         return Source(text, "folder", path=Path(text).expanduser())
     hub = _HUB_ID.fullmatch(text.removeprefix("hf:"))
-    if not text.startswith("hf:") and _looks_local(text):
+    chosen = hub is not None and hub["file"] is not None and not os.path.isdir(text.split("/", 1)[0])
+    if not text.startswith("hf:") and not chosen and _looks_local(text):
         hf = f"; or, for the hub repository {text}, write hf:{text}" if hub is not None else ""
         raise SourceUnavailable(f"{text!r}: no such folder: {_missing_part(text)}{hf}")
     if hub is None or ".." in text:
@@ -63,7 +68,13 @@ def parse_source(text: str) -> Source:
             f"{text!r}: no such file or folder; give a local folder, pypi:<package>, tiny:<model_type> "
             "or a hub id org/name[@revision]"
         )
-    return Source(text, "hub", repo=hub["repo"], revision=hub["rev"])
+    file = hub["file"]
+    if file is not None and not file.endswith(".gguf"):
+        raise SourceUnavailable(
+            f"{text!r}: only a .gguf file can be chosen after ':' (a repo's safetensors are read as one); "
+            f"write {hub['repo']}{'@' + hub['rev'] if hub['rev'] else ''} for them"
+        )
+    return Source(text, "hub", repo=hub["repo"], revision=hub["rev"], file=file)
 
 
 def _looks_local(text: str) -> bool:

@@ -13,7 +13,7 @@ from ..errors import SourceUnavailable
 
 
 def add_arguments(p) -> None:
-    p.add_argument("source", help="hub id org/name[@revision]")
+    p.add_argument("source", help="hub id org/name[@revision], or org/name[@revision]:FILE.gguf for one GGUF file")
     p.add_argument("--out", help="copy the fetched folder here (default: print the cache folder only)")
     p.add_argument("--revision", help="branch, tag or commit sha (default: main)")
     p.add_argument(
@@ -51,6 +51,7 @@ def run(args) -> int:
         progress=not args.no_progress,
         force=args.force,
         tensors=tensor_filter,  # the tensors the model_type's record reads (else the name heuristic)
+        file=src.file,
     )
     if out is None:
         print(folder)

@@ -146,6 +146,10 @@
     if ($("search").value !== state.q) $("search").value = state.q;
     const shown = INDEX.models.filter(passes);
     $("count").textContent = shown.length + " of " + INDEX.models.length + " models";
+    if (state.model && !BY_SLUG[state.model]) {  // a model id (org/name) names its slug
+      const named = INDEX.models.find(function (m) { return m.model === state.model; });
+      if (named) state.model = named.slug;
+    }
     if (state.model && !BY_SLUG[state.model]) {
       state.notice = "No model " + state.model + " in this explorer: showing " +
         (shown.length ? shown[0].model : "none") + " instead.";

@@ -3,7 +3,7 @@
 data["layers"]: results/aggregate/layers.parquet. Layers are binned by relative depth
 (`bins` equal bins over [0, 1]); per objective, the median over all layers of all models in
 a bin as a line with the interquartile range as a band. Synthetic models: dashed line,
-no band, labelled "(synthetic)". Params: modality (default: all), stacks (default
+no band, labelled "(synthetic)"; quantised models (a `storage`: GGUF) counted in the label. Params: modality (default: all), stacks (default
 "encoder,decoder"), bins (default 10).
 """
 
@@ -54,9 +54,11 @@ def draw(
                 g = df[(df["objective"] == objective) & (df["synthetic"] == synthetic)]
                 x, med, q25, q75 = binned(g, metric, int(bins))
                 n = g["model"].nunique()
+                stored = g.loc[g["storage"].notna(), "model"].nunique() if "storage" in g else 0
+                count = f"n={n}" + (f", {stored} quantised" if stored else "")
                 c = colour(objective)
                 ax.plot(x, med, color=c, ls="--" if synthetic else "-", marker="o", ms=2,
-                        mfc="none" if synthetic else c, label=f"{label(objective, synthetic)} (n={n})")  # fmt: skip
+                        mfc="none" if synthetic else c, label=f"{label(objective, synthetic)} ({count})")  # fmt: skip
                 if not synthetic:
                     ax.fill_between(x, q25, q75, color=c, alpha=0.18, lw=0)
         handles, labels = axes[0][0].get_legend_handles_labels()

@@ -2,7 +2,8 @@
 
 data["models"]: results/aggregate/models.parquet. One point per model x stack (self-
 attention stacks only) at the median over layers, with interquartile error bars; colour by
-objective (navy bidirectional, purple autoregressive); synthetic models hollow. Where the
+objective (navy bidirectional, purple autoregressive); synthetic models hollow; quantised
+models (a `storage`: a GGUF's q/k, scored dequantised) diamonds, labelled with it. Where the
 table has null_*_median columns, the null reference of each model is drawn as small grey
 crosses. A panel of more than MAX_MARKERS points (wqk.figures._density) draws the real
 models as a density instead (hexagons, a colour bar per objective) and only the paper's
@@ -17,6 +18,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from ..contracts import quantised
 from ..report_data import select_models
 from . import (
     COLOURS,
@@ -46,23 +48,26 @@ def plot_points(
     rank = {k: i for i, k in enumerate(palette)}
     handles = {}
     df = df[np.isfinite(df["n_params"].astype(float))]
-    for (key, synthetic), g in df.groupby([by, "synthetic"], sort=True):
+    stored = df["storage"].fillna("") if "storage" in df else ""
+    for (key, synthetic, storage), g in df.assign(_stored=stored).groupby([by, "synthetic", "_stored"], sort=True):
         c = palette.get(key, OTHER)
         edged = {"mec": edge, "mew": 0.5} if edge and not synthetic else {}
+        marker = "D" if storage else "o"
         med = g[f"{metric}_median"].to_numpy(float)
         err = np.vstack([med - g[f"{metric}_q25"].to_numpy(float), g[f"{metric}_q75"].to_numpy(float) - med])
         ax.errorbar(
-            g["n_params"].to_numpy(float), med, yerr=np.clip(err, 0, None), fmt="o", color=c, ecolor=c,
+            g["n_params"].to_numpy(float), med, yerr=np.clip(err, 0, None), fmt=marker, color=c, ecolor=c,
             mfc="none" if synthetic else c, elinewidth=0.6, ms=3.5, alpha=0.9, **({"mew": 0.8} | edged),
         )  # fmt: skip
-        handles[(synthetic, rank.get(key, 9), key)] = Line2D(
-            [], [], ls="", marker="o", color=c, mfc="none" if synthetic else c, ms=3.5, **edged,
-            label=label(f"{key}{suffix}", synthetic) + ("" if synthetic else note),
+        handles[(synthetic, rank.get(key, 9), key, storage)] = Line2D(
+            [], [], ls="", marker=marker, color=c, mfc="none" if synthetic else c, ms=3.5, **edged,
+            label=label(f"{key}{suffix}", synthetic) + (f" ({quantised(storage)})" if storage else "")
+            + ("" if synthetic else note),
         )  # fmt: skip
     null = f"null_{metric}_median"
     if null in df and df[null].notna().any():
         ax.plot(df["n_params"], df[null], ls="", marker="x", ms=2.5, mew=0.6, color=NULL_COLOUR, zorder=1)
-        handles[(True, 99, "null")] = Line2D(
+        handles[(True, 99, "null", "")] = Line2D(
             [], [], ls="", marker="x", color=NULL_COLOUR, ms=2.5, label="null (random Q, K)"
         )
     return [handles[k] for k in sorted(handles)]

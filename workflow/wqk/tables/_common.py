@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..contracts import METRICS, MODALITIES, OBJECTIVES, stack_rank
+from ..contracts import METRICS, MODALITIES, OBJECTIVES, quantised, stack_rank
 from . import params_text, quartile_text
 
 OBJECTIVE_ORDER = {o: i for i, o in enumerate(OBJECTIVES)}
 
 
 def model_name(row) -> str:
-    return f"{row['model']} (synthetic)" if bool(row.get("synthetic", False)) else str(row["model"])
+    """The model as a table names it: marked synthetic, or quantised with what its q/k were
+    stored as (the models table's `storage`, a GGUF's: "quantised: Q5_0")."""
+    if bool(row.get("synthetic", False)):
+        return f"{row['model']} (synthetic)"
+    return f"{row['model']} ({quantised(row.get('storage'))})" if quantised(row.get("storage")) else str(row["model"])
 
 
 def score_columns(df: pd.DataFrame, prefix: str = "", digits: int = 2) -> dict[str, pd.Series]:

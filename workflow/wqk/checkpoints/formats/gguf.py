@@ -116,6 +116,12 @@ class Header:
     meta: dict  # every key but the tokenizer's arrays (kept as their lengths)
     tensors: dict[str, TensorInfo]
     data_start: int
+    n_kv: int = 0
+    raw_meta: bytes | None = None  # the key-value section as stored (read_header(keep_meta=True))
+
+    @property
+    def alignment(self) -> int:
+        return int(self.meta.get("general.alignment", 32))
 
 
 # GGUF value types (gguf.constants.GGUFValueType) -> struct format; 8 string, 9 array
@@ -127,6 +133,7 @@ _LONG_ARRAY = 1024
 class _Reader:
     def __init__(self, fh, where: str):
         self.fh, self.where, self.pos = fh, where, 0
+        self.kept: list[bytes] | None = None  # the bytes taken, while keeping
 
     def take(self, n: int) -> bytes:
         b = self.fh.read(n)
@@ -136,6 +143,8 @@ class _Reader:
                 "(truncated download?); re-download it"
             )
         self.pos += n
+        if self.kept is not None:
+            self.kept.append(b)
         return b
 
     def scalar(self, code: str):
@@ -179,8 +188,9 @@ class _Skipped:
     length: int  # an array too long to keep (the tokenizer's)
 
 
-def read_header(fh, where: str) -> Header:
-    """The header of a GGUF file from a binary file-like object positioned at its start."""
+def read_header(fh, where: str, keep_meta: bool = False) -> Header:
+    """The header of a GGUF file from a binary file-like object positioned at its start;
+    keep_meta: with the key-value section's bytes (what compact_header copies)."""
     from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
     r = _Reader(fh, where)
@@ -194,9 +204,12 @@ def read_header(fh, where: str) -> Header:
         )
     n_tensors, n_kv = r.scalar("Q"), r.scalar("Q")
     meta = {}
+    r.kept = [] if keep_meta else None
     for _ in range(n_kv):
         key = r.string()
         meta[key] = r.value(r.scalar("I"))
+    raw_meta = None if r.kept is None else b"".join(r.kept)
+    r.kept = None
     infos = []
     for _ in range(n_tensors):
         name = r.string()
@@ -216,11 +229,93 @@ def read_header(fh, where: str) -> Header:
             ) from None
         n = int(np.prod(shape, dtype=np.int64))
         tensors[name] = TensorInfo(name, shape, type_id, data_start + offset, n // block * size)
-    return Header(version, meta, tensors, data_start)
+    return Header(version, meta, tensors, data_start, n_kv, raw_meta)
+
+
+def compact_header(header: Header, names: list[str]) -> tuple[bytes, dict[str, int]]:
+    """A GGUF header holding the metadata of `header` as stored and only the tensors `names`
+    (in that order), each at the next aligned offset of a new data section: (the header bytes,
+    padded to the alignment; name -> offset in the new data section). What a hub fetch writes
+    before the tensors' bytes, so that the result is a GGUF file of its own."""
+    if header.raw_meta is None:
+        raise ValueError("read the header with keep_meta=True")
+    align = header.alignment
+    out = [MAGIC, struct.pack("<IQQ", header.version, len(names), header.n_kv), header.raw_meta]
+    offsets, pos = {}, 0
+    for name in names:
+        t = header.tensors[name]
+        raw = name.encode()
+        out.append(struct.pack("<Q", len(raw)) + raw + struct.pack("<I", len(t.shape)))
+        out.append(struct.pack(f"<{len(t.shape)}QIQ", *t.shape, t.type_id, pos))
+        offsets[name] = pos
+        pos = -(-(pos + t.nbytes) // align) * align
+    head = b"".join(out)
+    return head + b"\0" * (-len(head) % align), offsets
 
 
 def _value(v):
     return v if not isinstance(v, _Skipped) else f"<{v.length} items>"
+
+
+def architecture(header: Header, where: str) -> tuple[str, Architecture]:
+    """(general.architecture, its Architecture); UnsupportedModelType naming the supported ones."""
+    name = header.meta.get("general.architecture")
+    arch = ARCHITECTURES.get(name)
+    if arch is None:
+        raise UnsupportedModelType(
+            f"{where}: GGUF architecture {name!r} is not supported; supported: {', '.join(sorted(ARCHITECTURES))}"
+        )
+    return name, arch
+
+
+def hf_names(tensors) -> dict[str, str]:
+    """HF name -> GGUF name of the tensors a record may read (blk.{i}.attn_q.weight ->
+    model.layers.{i}.self_attn.q_proj.weight, ...), of those present in `tensors`."""
+    out = {}
+    for gguf_name in tensors:
+        if m := _BLOCK.fullmatch(gguf_name):
+            hf = _BLOCK_NAMES.get(m.group(2))
+            if hf is not None:
+                out[f"model.layers.{m.group(1)}.{hf}.{m.group(3)}"] = gguf_name
+    if "output_norm.weight" in tensors:
+        out["model.norm.weight"] = "output_norm.weight"
+    return out
+
+
+def check_attention(names, where: str) -> None:
+    if not any(k.endswith(("q_proj.weight", "qkv_proj.weight")) for k in names):
+        raise MissingTensor(f"{where}: no attention tensors (blk.N.attn_q / attn_qkv) in this GGUF file")
+
+
+def config_of(header: Header, where: str) -> dict:
+    """The transformers config the metadata of a GGUF header stands for (model_type of its
+    architecture's record, sizes, rope, the fields llama.cpp fixes)."""
+    arch_name, arch = architecture(header, where)
+    meta = header.meta
+    arch_meta = {k.removeprefix(arch_name + "."): v for k, v in meta.items() if k.startswith(arch_name + ".")}
+    cfg = {"model_type": arch.model_type}
+    for key, hf in _CONFIG_KEYS.items():
+        if key in arch_meta:
+            cfg[hf] = arch_meta[key]
+    if "hidden_size" not in cfg or "num_attention_heads" not in cfg:
+        raise CorruptCheckpoint(f"{where}: no {arch_name}.embedding_length or .attention.head_count")
+    heads = cfg["num_attention_heads"]
+    if isinstance(heads, (list, _Skipped)) or isinstance(cfg.get("num_key_value_heads"), (list, _Skipped)):
+        raise UnsupportedModelType(f"{where}: per-layer head counts are not supported")
+    cfg.setdefault("num_key_value_heads", heads)
+    cfg.setdefault("head_dim", cfg["hidden_size"] // heads)
+    rotary = arch_meta.get("rope.dimension_count")
+    if rotary and rotary != cfg["head_dim"]:
+        cfg["partial_rotary_factor"] = rotary / cfg["head_dim"]
+    if arch.config is not None:
+        cfg.update(arch.config(arch_meta))
+    if "blk.0.attn_q.bias" in header.tensors:
+        cfg["attention_bias"] = True
+    cfg.update(
+        _source_format="gguf",
+        _gguf=f"v{header.version}, {arch_name}, {_value(meta.get('general.name', ''))}".rstrip(", "),
+    )
+    return cfg
 
 
 class GgufStore:
@@ -234,24 +329,10 @@ class GgufStore:
         self.version, self.tensors = header.version, header.tensors
         self._check_sizes()
         self.meta = {k: _value(v) for k, v in header.meta.items()}
-        name = self.meta.get("general.architecture")
-        self.arch = ARCHITECTURES.get(name)
-        if self.arch is None:
-            raise UnsupportedModelType(
-                f"{self.path}: GGUF architecture {name!r} is not supported; supported: {', '.join(sorted(ARCHITECTURES))}"
-            )
-        self.arch_name = name
-        self.config = self._config()
-        self._map = {}
-        for gguf_name in self.tensors:
-            if m := _BLOCK.fullmatch(gguf_name):
-                hf = _BLOCK_NAMES.get(m.group(2))
-                if hf is not None:
-                    self._map[f"model.layers.{m.group(1)}.{hf}.{m.group(3)}"] = gguf_name
-        self._map["model.norm.weight"] = "output_norm.weight"
-        self._map = {hf: g for hf, g in self._map.items() if g in self.tensors}
-        if not any(k.endswith(("q_proj.weight", "qkv_proj.weight")) for k in self._map):
-            raise MissingTensor(f"{self.path}: no attention tensors (blk.N.attn_q / attn_qkv) in this GGUF file")
+        self.arch_name, self.arch = architecture(header, str(self.path))
+        self.config = config_of(header, str(self.path))
+        self._map = hf_names(self.tensors)
+        check_attention(self._map, str(self.path))
         self._fingerprint: str | None = None
 
     def _check_sizes(self) -> None:
@@ -262,34 +343,6 @@ class GgufStore:
                     f"{self.path}: tensor {t.name!r} needs bytes up to {t.offset + t.nbytes} but the file has "
                     f"{size} (truncated download?); re-download it"
                 )
-
-    def _config(self) -> dict:
-        arch_meta = {
-            k.removeprefix(self.arch_name + "."): v for k, v in self.meta.items() if k.startswith(self.arch_name + ".")
-        }
-        cfg = {"model_type": self.arch.model_type}
-        for key, hf in _CONFIG_KEYS.items():
-            if key in arch_meta:
-                cfg[hf] = arch_meta[key]
-        if "hidden_size" not in cfg or "num_attention_heads" not in cfg:
-            raise CorruptCheckpoint(f"{self.path}: no {self.arch_name}.embedding_length or .attention.head_count")
-        heads = cfg["num_attention_heads"]
-        if isinstance(heads, list) or isinstance(cfg.get("num_key_value_heads"), list):
-            raise UnsupportedModelType(f"{self.path}: per-layer head counts are not supported")
-        cfg.setdefault("num_key_value_heads", heads)
-        cfg.setdefault("head_dim", cfg["hidden_size"] // heads)
-        rotary = arch_meta.get("rope.dimension_count")
-        if rotary and rotary != cfg["head_dim"]:
-            cfg["partial_rotary_factor"] = rotary / cfg["head_dim"]
-        if self.arch.config is not None:
-            cfg.update(self.arch.config(arch_meta))
-        if "blk.0.attn_q.bias" in self.tensors:
-            cfg["attention_bias"] = True
-        cfg.update(
-            _source_format="gguf",
-            _gguf=f"v{self.version}, {self.arch_name}, {self.meta.get('general.name', '')}".rstrip(", "),
-        )
-        return cfg
 
     # --- TensorStore ---
 

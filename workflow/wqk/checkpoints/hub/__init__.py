@@ -11,7 +11,9 @@ above pass in (wqk.adapters.tensors.tensor_filter; this package does not import 
 none, or no record for the model_type: the name heuristic `is_qk_tensor`. A cache folder records
 its selection (manifest `selection`); one fetched with another selection than the record's
 now (the heuristic, an older record) is fetched again, or used with a warning when offline.
-Whole files (pytorch_model.bin repos, qk_only=False) go through huggingface_hub into the
+A GGUF repo (org/name:FILE.gguf, or a repo whose only weights are one .gguf file) is fetched the
+same way: the file's header by ranges, then the tensors the record reads, into a GGUF file of
+its own (ranges.fetch_gguf). Whole files (pytorch_model.bin repos, qk_only=False) go through huggingface_hub into the
 standard HF cache and are hard-linked (else symlinked) into our folder.
 
 A cached folder that fails its checks (a truncated shard, an HTML page as config.json) is
@@ -19,8 +21,8 @@ fetched again when the hub is reachable; force=True (`wqk fetch --force`) always
 
 Modules, each calling only those below it:
     cache    our cache folders, refs, locks, atomic builds, HF-cache reuse
-    ranges   q/k byte ranges of remote safetensors shards, a few at once, resumable per range
-    select   which tensors (the record's, else `is_qk_tensor`) and weight files a fetch takes
+    ranges   q/k byte ranges of remote safetensors shards or a GGUF file, a few at once, resumable per range
+    select   which tensors (the record's, else `is_qk_tensor`), weight files or GGUF file a fetch takes
     checks   config.json and indexes as the hub sent them; finished cache folders
     client   `Hub`: the HTTP client, hub errors as one-line SourceUnavailable, offline, retries,
              every answer checked against its request, progress deadlines; a repo's refs
@@ -38,7 +40,7 @@ from ...errors import CorruptCheckpoint, SourceUnavailable
 from ...ids import slug
 from ..provenance import MANIFEST
 from .cache import build, cache_root, finished, from_hf_cache, write_ref
-from .checks import folder_problem
+from .checks import folder_config, folder_problem
 from .client import Hub, Stalled, Unreachable, offline
 from .select import HEURISTIC, Factory, is_qk_tensor, selection_key
 
@@ -60,9 +62,12 @@ def fetch_hub(
     timeout: float | None = None,
     force: bool = False,
     tensors: Factory | None = None,
+    file: str | None = None,
 ) -> Path:
     """A local folder with config.json, weights and `.revision` (the commit sha) for one hub
     model: `<cache_dir>/<slug>/<sha>/` (q/k tensors only) or `<sha>-all/` (whole files).
+    file: the GGUF file of the repo to read (org/name:FILE.gguf): `<sha>-<file slug>[-all]/`,
+    holding it (only the tensors the record reads, unless qk_only=False) and no config.json.
 
     cache_dir: our cache root ($WQK_CACHE, else ~/.cache/wqk). endpoint: $HF_ENDPOINT, else
     huggingface.co. token: None reads HF_TOKEN (or the stored login) via huggingface_hub.
@@ -73,8 +78,8 @@ def fetch_hub(
     """
     hub = Hub.connect(repo_id, endpoint, token, hf_cache_dir, timeout)
     base = cache_root(cache_dir) / slug(repo_id)
-    suffix = "" if qk_only else "-all"
-    at = f"@{revision}" if revision else ""
+    suffix = ("" if file is None else f"-{slug(file)}") + ("" if qk_only else "-all")
+    at = (f"@{revision}" if revision else "") + (f":{file}" if file else "")
     if force and offline():
         raise SourceUnavailable(
             f"{repo_id}{at}: --force fetches from the hub again and HF_HUB_OFFLINE=1 is set: unset it where the "
@@ -87,12 +92,12 @@ def fetch_hub(
             return done
         repair = done is not None
     if offline():
-        return from_hf_cache(hub, base, revision, suffix) or _raise_offline(repo_id, revision)
+        return (file is None and from_hf_cache(hub, base, revision, suffix)) or _raise_offline(repo_id, at)
     try:
         info = hub.info(revision)
     except Unreachable:
         got = None if repair else finished(base, revision, suffix, use_refs=True)
-        got = got or from_hf_cache(hub, base, revision, suffix)
+        got = got or (file is None and from_hf_cache(hub, base, revision, suffix)) or None
         if got is None or folder_problem(got) is not None:
             raise
         log.warning("hub unreachable: using the cached copy of %s", repo_id)
@@ -109,8 +114,9 @@ def fetch_hub(
     hub.check_access(info)
     files = [s.rfilename for s in (info.siblings or [])]
     return build(
-        hub, base, sha, revision, suffix, files, qk_only=qk_only, progress=progress, force=repair, tensors=tensors
-    )
+        hub, base, sha, revision, suffix, files, qk_only=qk_only, progress=progress, force=repair, tensors=tensors,
+        file=file,
+    )  # fmt: skip
 
 
 def _sound(folder: Path, repo_id: str, at: str, tensors: Factory | None, usable: bool = False) -> bool:
@@ -152,7 +158,7 @@ def _other_selection(folder: Path, tensors: Factory | None) -> str | None:
     manifest = json.loads((folder / MANIFEST).read_text())  # folder_problem parsed it
     if manifest.get("mode") != "qk-ranges":
         return None
-    pick = tensors(json.loads((folder / "config.json").read_text()))
+    pick = tensors(folder_config(folder))
     if pick is None:
         return None
     want, got = selection_key(pick), manifest.get("selection", HEURISTIC)
@@ -205,8 +211,7 @@ def _asked(repo_id: str, doing: str, to: str, ask, endpoint, token, timeout):
         ) from e
 
 
-def _raise_offline(repo_id: str, revision: str | None):
-    at = f"@{revision}" if revision else ""
+def _raise_offline(repo_id: str, at: str):
     raise SourceUnavailable(
         f"{repo_id}{at} is not in the cache and HF_HUB_OFFLINE=1: run `wqk fetch {repo_id}{at}` "
         "where the hub is reachable (or fill the HF cache), or give a local folder"

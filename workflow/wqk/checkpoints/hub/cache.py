@@ -1,5 +1,7 @@
 """Our cache of fetched hub models: `<root>/<slug>/<sha>/` (q/k tensors) or `<sha>-all/` (whole
-files), each with config.json, the weights, `.wqk-fetch.json` and `.revision`.
+files), each with config.json, the weights, `.wqk-fetch.json` and `.revision`; a GGUF file chosen
+by name (org/name:FILE.gguf) has `<sha>-<file slug>[-all]/`, with that file and no config.json
+(its metadata is the config).
 
 A folder is built under a lock (two jobs fetching one model: the second waits, saying so on
 stderr) in a staging folder, checked (checks.folder_problem), synced to disk and renamed when
@@ -26,8 +28,8 @@ from ...ids import is_commit, slug
 from ..provenance import MANIFEST, REVISION
 from .checks import folder_problem, hub_json
 from .client import Hub, Unreachable
-from .ranges import Interrupted, fetch_qk, fsync_dir
-from .select import Factory, tensor_picker, weight_files
+from .ranges import Interrupted, fetch_gguf, fetch_qk, fsync_dir
+from .select import Factory, gguf_file, tensor_picker, weight_files
 
 
 def cache_root(cache_dir=None) -> Path:
@@ -60,7 +62,7 @@ def finished(base: Path, revision: str | None, suffix: str, use_refs: bool = Fal
         revision = ref.read_text().strip()
         if not is_commit(revision):
             return None
-    for name in (f"{revision}{suffix}", f"{revision}-all"):  # whole files serve q/k too
+    for name in (f"{revision}{suffix}", f"{revision}{suffix.removesuffix('-all')}-all"):  # whole files serve q/k too
         if (base / name / REVISION).exists():
             return base / name
     return None
@@ -99,14 +101,17 @@ def build(
     local_only: bool = False,
     force: bool = False,
     tensors: Factory | None = None,
+    file: str | None = None,
 ) -> Path:
     """Our folder `<base>/<sha><suffix>` for a repo whose files at `sha` are `files`: q/k byte
-    ranges of safetensors shards (qk_only) or whole files linked from the HF cache. force: built
-    again from the hub (whole files downloaded again), replacing a finished folder. tensors:
-    config.json -> the tensors to take (select.tensor_picker; None: the name heuristic)."""
+    ranges of safetensors shards or of a GGUF file (qk_only) or whole files linked from the HF
+    cache. force: built again from the hub (whole files downloaded again), replacing a finished
+    folder. tensors: config.json -> the tensors to take (select.tensor_picker; None: the name
+    heuristic). file: the GGUF file chosen (select.gguf_file)."""
     if not is_commit(sha):
         raise SourceUnavailable(f"{hub.repo_id}: {sha!r} is not a 40-hex commit id: refusing it")
-    if "config.json" not in files:
+    gguf = gguf_file(hub, sha, files, file)
+    if gguf is None and "config.json" not in files:
         raise SourceUnavailable(
             f"{hub.repo_id}@{sha} has no config.json: give a local folder with config.json and weights"
         )
@@ -121,7 +126,10 @@ def build(
             shutil.rmtree(stage, ignore_errors=True)  # start afresh, not from an earlier attempt
         stage.mkdir(exist_ok=True)
         try:
-            _fill(hub, stage, sha, revision, files, qk_only, progress, local_only, force, tensors)
+            if gguf is None:
+                _fill(hub, stage, sha, revision, files, qk_only, progress, local_only, force, tensors)
+            else:
+                _fill_gguf(hub, stage, sha, revision, gguf, qk_only, progress, local_only, force, tensors)
         except (Interrupted, Unreachable, KeyboardInterrupt):
             if not any(stage.iterdir()):
                 stage.rmdir()
@@ -147,6 +155,24 @@ def _fill(hub: Hub, stage: Path, sha, revision, files, qk_only, progress, local_
             _link(hub.download(name, sha, local_only, force), stage / name)
         manifest["mode"] = "whole-files"
     shutil.copyfile(config, stage / "config.json")
+    _finish(hub, stage, sha, manifest)
+
+
+def _fill_gguf(hub: Hub, stage: Path, sha, revision, file: str, qk_only, progress, local_only, force, tensors) -> None:
+    """As _fill, for one GGUF file: its header and the tensors the record reads (qk_only), else
+    the whole file; kept under its own name, the config being its metadata."""
+    manifest = {"repo_id": hub.repo_id, "revision": revision, "sha": sha, "endpoint": hub.endpoint}
+    manifest.update(source_files=[file], format="gguf")
+    local = stage / file.rsplit("/", 1)[-1]
+    if qk_only:
+        manifest.update(fetch_gguf(hub, sha, file, local, progress, tensors), mode="qk-ranges")
+    else:
+        _link(hub.download(file, sha, local_only, force), local)
+        manifest["mode"] = "whole-files"
+    _finish(hub, stage, sha, manifest)
+
+
+def _finish(hub: Hub, stage: Path, sha: str, manifest: dict) -> None:
     (stage / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
     why = folder_problem(stage)
     if why is not None:

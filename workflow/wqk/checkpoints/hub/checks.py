@@ -11,7 +11,7 @@ import json
 import logging
 from pathlib import Path
 
-from ...errors import CorruptCheckpoint
+from ...errors import CorruptCheckpoint, WqkError
 from ..formats.safetensors import read_safetensors_header
 from ..provenance import MANIFEST
 from .client import Hub, evict, offline
@@ -77,6 +77,10 @@ def folder_problem(folder: Path) -> str | None:
         mode, sources = manifest["mode"], list(manifest["source_files"])
     except (OSError, ValueError, RecursionError, KeyError, TypeError):
         return f"{folder / MANIFEST} is missing or damaged"
+    if manifest.get("format") == "gguf":
+        return (
+            _gguf_problem(folder / str(sources[0]).rsplit("/", 1)[-1]) if sources else f"{folder / MANIFEST} is damaged"
+        )
     weights = ["model.safetensors"] if mode == "qk-ranges" else sources
     for name in ["config.json", *sorted(p.name for p in folder.glob("*.index.json")), *weights]:
         path = folder / name
@@ -94,3 +98,26 @@ def folder_problem(folder: Path) -> str | None:
         elif path.stat().st_size == 0:
             return f"{path} is empty"
     return None
+
+
+def _gguf_problem(path: Path) -> str | None:
+    """What is wrong with a fetched GGUF file (its header, its tensors against its size), or None."""
+    from ..formats.gguf import GgufStore
+
+    if not path.is_file():
+        return f"{path} is missing"
+    try:
+        GgufStore(path)
+    except WqkError as e:
+        return str(e).split("; ")[0]
+    return None
+
+
+def folder_config(folder: Path) -> dict:
+    """The config of a finished cache folder: its config.json, else (a GGUF) its metadata's."""
+    path = Path(folder) / "config.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    from ..formats.gguf import GgufStore
+
+    return GgufStore(next(Path(folder).glob("*.gguf"))).config

@@ -1,4 +1,5 @@
-"""The q/k byte ranges of remote safetensors shards, fetched into one local model.safetensors.
+"""The q/k byte ranges of remote safetensors shards, fetched into one local model.safetensors,
+or of one remote GGUF file, fetched into a GGUF file of its own (fetch_gguf).
 
 Each shard's header is read with one range request for its first HEADER_PROBE bytes (a second
 only for a longer header) and parsed by formats.safetensors (the one safetensors header parser);
@@ -9,6 +10,11 @@ fetch resumes each range where it stopped; a dropped connection or a stall is re
 The sidecar only vouches for bytes on disk: the part is fsynced before each record, and a resume
 re-reads each recorded prefix and re-fetches a range whose xxh3 no longer matches (a power loss
 that kept the record but not the data).
+
+A GGUF's header (metadata, tokenizer, tensor table) is read by ranges of growing size from its
+start, parsed by formats.gguf (which also writes the new header: the metadata as stored, only
+the picked tensors); the tensors the record reads (q/k, their biases and norms, the pre-norm
+gain: under their HF names, as for safetensors) are then fetched like a shard's.
 """
 
 from __future__ import annotations
@@ -28,15 +34,17 @@ import xxhash
 
 from ...errors import CorruptCheckpoint, MissingTensor, SourceUnavailable
 from ...progress import bar as progress_bar
+from ..formats import gguf as gguf_format
 from ..formats.safetensors import header_length, parse_header, read_safetensors_header
 from .client import Hub, Stalled, Unreachable
-from .select import Pick, is_qk_tensor, selection_key
+from .select import Factory, Pick, is_qk_tensor, selection_key, tensor_picker
 
 log = logging.getLogger(__name__)
 
 RETRIES = 3  # per byte range, on dropped connections; a range resumes where it stopped
 WORKERS = 4  # byte ranges downloaded at once
 HEADER_PROBE = 64 * 1024  # bytes asked for to read a shard's header: most headers fit
+GGUF_BLOCK_MAX = 1 << 20  # the largest range read for a GGUF header (they double from HEADER_PROBE)
 RECORD_EVERY = 16 << 20  # bytes of one range between two records of its progress in the sidecar
 _REMOTE_FIX = "fetch whole files with --all-weights"  # a shard on the hub that is not sound safetensors
 
@@ -71,7 +79,96 @@ def fetch_qk(hub: Hub, sha: str, shards: list[str], stage: Path, progress: bool,
     """Write stage/model.safetensors with the tensors of `shards` (files of the repo at commit
     `sha`) that `pick` takes; the manifest entries: tensors, qk_bytes, requests, selection."""
     head, ranges, total = _plan(hub, sha, shards, pick)
-    part, sidecar = stage / "model.safetensors.part", stage / "model.safetensors.part.json"
+    out = _fetch_ranges(hub, sha, head, ranges, total, stage / "model.safetensors", progress)
+    try:
+        n = len(read_safetensors_header(out))
+    except CorruptCheckpoint as e:
+        raise CorruptCheckpoint(
+            f"{hub.repo_id}: the fetched file does not parse ({e}): delete {stage} and rerun"
+        ) from e
+    return {"tensors": n, "qk_bytes": total, "requests": len(ranges), "selection": selection_key(pick)}
+
+
+def fetch_gguf(hub: Hub, sha: str, filename: str, out: Path, progress: bool, tensors: Factory | None = None) -> dict:
+    """Write `out`, a GGUF file with the metadata of the repo's GGUF `filename` (at commit `sha`)
+    and the tensors the record of its architecture reads (tensors(config) on their HF names,
+    else the name heuristic); the manifest entries as fetch_qk's, plus header_bytes."""
+    where = f"{hub.repo_id}@{sha}/{filename}"
+    remote = _RemoteFile(hub, sha, filename)
+    header = gguf_format.read_header(remote, where, keep_meta=True)
+    for t in header.tensors.values():
+        if remote.size is not None and t.offset + t.nbytes > remote.size:
+            raise CorruptCheckpoint(
+                f"{where}: tensor {t.name!r} needs bytes up to {t.offset + t.nbytes} but the file has "
+                f"{remote.size}: the file on the hub is truncated; report it to the repository's owner"
+            )
+    hf = gguf_format.hf_names(header.tensors)
+    gguf_format.check_attention(hf, where)
+    pick = tensor_picker(gguf_format.config_of(header, where), tensors)
+    of_gguf = {g: h for h, g in hf.items()}
+    names = sorted((n for n in header.tensors if pick(of_gguf.get(n, n))), key=lambda n: header.tensors[n].offset)
+    head, offsets = gguf_format.compact_header(header, names)
+    ranges: list[_Range] = []
+    for name in names:
+        t, at = header.tensors[name], offsets[name]
+        last = ranges[-1] if ranges else None
+        if last and t.offset >= last.end and t.offset - last.start == at - last.out:
+            last.end = t.offset + t.nbytes  # the next tensor of the file, at the same gap: one request
+        else:
+            ranges.append(_Range(filename, t.offset, t.offset + t.nbytes, at))
+    total = max(offsets[n] + header.tensors[n].nbytes for n in names)
+    _fetch_ranges(hub, sha, head, ranges, total, out, progress)
+    try:
+        gguf_format.GgufStore(out)
+    except CorruptCheckpoint as e:
+        raise CorruptCheckpoint(f"{hub.repo_id}: the fetched file does not parse ({e}): delete {out} and rerun") from e
+    return {
+        "tensors": len(names),
+        "qk_bytes": total,
+        "requests": len(ranges),
+        "header_bytes": remote.fetched,
+        "selection": selection_key(pick),
+    }
+
+
+class _RemoteFile:
+    """The start of a remote file as a binary file-like object for a header parser: read()
+    asks the hub for the next range, HEADER_PROBE bytes first, each range twice the last, at most
+    GGUF_BLOCK_MAX: a header (mostly the tokenizer: megabytes) costs a few requests and at most
+    GGUF_BLOCK_MAX bytes past its end."""
+
+    def __init__(self, hub: Hub, sha: str, filename: str):
+        self.hub, self.sha, self.filename = hub, sha, filename
+        first, self.size = retrying(lambda: hub.head(filename, sha, HEADER_PROBE), f"{filename} header")
+        self.data, self.pos, self.block = bytearray(first), 0, HEADER_PROBE
+        self.ended = len(first) < HEADER_PROBE or (self.size is not None and len(first) >= self.size)
+
+    @property
+    def fetched(self) -> int:
+        return len(self.data)
+
+    def read(self, n: int) -> bytes:
+        while self.pos + n > len(self.data) and not self.ended:
+            self.block = min(self.block * 2, GGUF_BLOCK_MAX)
+            start = len(self.data)
+            end = start + max(self.block, self.pos + n - start)
+            if self.size is not None:
+                end = min(end, self.size)
+            got = retrying(
+                lambda a=start, b=end: self.hub.read(self.filename, self.sha, a, b), f"{self.filename} header"
+            )
+            self.data += got
+            self.ended = len(got) < end - start or (self.size is not None and len(self.data) >= self.size)
+        out = bytes(self.data[self.pos : self.pos + n])
+        self.pos += len(out)
+        return out
+
+
+def _fetch_ranges(hub: Hub, sha: str, head: bytes, ranges: list[_Range], total: int, out: Path, progress: bool) -> Path:
+    """Write `out`: `head`, then each range at its offset after it, resumable (a `.part` file and
+    its `.part.json` sidecar beside `out`); `out` appears only when every byte is in."""
+    stage = out.parent
+    part, sidecar = out.with_name(out.name + ".part"), out.with_name(out.name + ".part.json")
     plan_id = hashlib.sha256(head + json.dumps([r.__dict__ for r in ranges]).encode()).hexdigest()
     done, sums = _written(part, sidecar, plan_id, len(head) + total, ranges, len(head))
     if done is None:  # sidecar gone first, then the part: a sidecar must never vouch for a stale part
@@ -98,17 +195,10 @@ def fetch_qk(hub: Hub, sha: str, shards: list[str], stage: Path, progress: bool,
         book.record()
         _copy_all(hub, sha, book)
         os.fsync(fh.fileno())
-    out = stage / "model.safetensors"
     os.replace(part, out)
     sidecar.unlink()
     fsync_dir(stage)
-    try:
-        n = len(read_safetensors_header(out))
-    except CorruptCheckpoint as e:
-        raise CorruptCheckpoint(
-            f"{hub.repo_id}: the fetched file does not parse ({e}): delete {stage} and rerun"
-        ) from e
-    return {"tensors": n, "qk_bytes": total, "requests": len(ranges), "selection": selection_key(pick)}
+    return out
 
 
 def _written(

@@ -1,9 +1,11 @@
 """What a hub fetch takes: `tensor_picker` the tensors (those the model_type's record names, via
 the callers' factory, else `is_qk_tensor`'s name heuristic), `weight_files` the weight files of a
-repo (all of them, or only the shards that hold picked tensors)."""
+repo (all of them, or only the shards that hold picked tensors), `gguf_file` the GGUF file of a
+repo that is read as one."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -95,3 +97,35 @@ def _plain_file(hub: Hub, sha: str, name, files: list[str]) -> str:
         f"{hub.repo_id}@{sha}: the weight file {name!r} (from its index) is not a plain "
         "file name of the repository: refusing it; report it to the repository's owner"
     )
+
+
+_SPLIT_GGUF = re.compile(r"-\d{5}-of-\d{5}\.gguf$")
+
+
+def gguf_file(hub: Hub, sha: str, files: list[str], chosen: str | None) -> str | None:
+    """The GGUF file of the repo (files at commit `sha`) to fetch: `chosen` (org/name:FILE.gguf),
+    which must be one of its files; else its only .gguf file, when it has no safetensors or
+    pytorch_model.bin weights; None: read its safetensors/bin weights. Several GGUF files and no
+    choice is an error that lists them."""
+    ggufs = sorted(f for f in files if f.endswith(".gguf"))
+    listed = ", ".join(ggufs) if ggufs else "none"
+    if chosen is not None:
+        if chosen not in files:
+            raise SourceUnavailable(f"{hub.repo_id}@{sha} has no file {chosen!r}; its GGUF files: {listed}")
+        picked = chosen
+    else:
+        weights = any(f in files for _, single, index in _LAYOUTS for f in (single, index))
+        if weights or any("/" not in f and f.endswith(".safetensors") for f in files) or not ggufs:
+            return None
+        if len(ggufs) > 1:
+            raise SourceUnavailable(
+                f"{hub.repo_id}@{sha} holds {len(ggufs)} GGUF files ({listed}): choose one, as "
+                f"{hub.repo_id}:{ggufs[0]} (in a catalogue: its `file` column)"
+            )
+        picked = ggufs[0]
+    if _SPLIT_GGUF.search(picked):
+        raise SourceUnavailable(
+            f"{hub.repo_id}@{sha}/{picked} is one part of a split GGUF (llama.cpp's gguf-split), which wqk does not "
+            "read: merge the parts with `llama-gguf-split --merge` and score the merged file"
+        )
+    return picked
