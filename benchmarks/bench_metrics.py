@@ -8,6 +8,8 @@ Prints wall time (best and median) and peak RSS of each selection and its ratio 
 paper's two alone. Target (issue 14): the default selection (every cheap metric: spectra
 per head, rotary-aware symmetry) at most 1.5x. "all" adds layer_spectra (decompositions of
 the layer form, W x W with W = n_kv_heads x head_dim) and folded (the forms scored again).
+"follow_ups" is the default with the three follow-up papers' families (fingerprint,
+bilinear_forms, qk_spectra); target (issue 32): at most 1.5x the default.
 """
 
 from __future__ import annotations
@@ -21,7 +23,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_score_llama import add_checkpoint_arguments, build_checkpoint, checkpoint_folder, measure
 
-SELECTIONS = {"paper": "symmetry,directionality", "default": "default", "all": "all"}
+SELECTIONS = {
+    "paper": "symmetry,directionality",
+    "default": "default",
+    "follow_ups": "default,follow_ups",
+    "all": "all",
+}
 
 
 def main() -> int:
@@ -50,6 +57,9 @@ def main() -> int:
               f"{median[name] / median['paper']:.2f}x median to median")  # fmt: skip
     ratio = best["default"] / best["paper"]
     print(f"target default <= 1.5x: {'met' if ratio <= 1.5 else 'NOT met'} ({ratio:.2f}x)")
+    follow = best["follow_ups"] / best["default"]
+    print(f"follow_ups / default: {follow:.2f}x best to best, {median['follow_ups'] / median['default']:.2f}x median "
+          f"to median; target <= 1.5x: {'met' if follow <= 1.5 else 'NOT met'}")  # fmt: skip
     return 0
 
 

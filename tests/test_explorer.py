@@ -20,10 +20,14 @@ from wqk.explorer import data
 
 SPECTRA = ("stable_rank", "effective_rank", "spectral_radius", "real_eig_share", "sym_positive_share")
 OFFSETS = (0, 1, 2, 4, 8)
+FOLLOW_UPS = ("dir_frac", "D_head", "symmetric_energy", "head_type", "sv2_skew")  # one of each family and more
 
 
-def with_metrics(scores: pd.DataFrame, rotary: set[str], seed: int = 0) -> pd.DataFrame:
-    """Spectra on head rows, rotary s(d) on every row of the models in `rotary` (NaN elsewhere)."""
+def with_metrics(
+    scores: pd.DataFrame, rotary: set[str], seed: int = 0, follow: frozenset = frozenset()
+) -> pd.DataFrame:
+    """Spectra on head rows, rotary s(d) on every row of the models in `rotary` (NaN elsewhere),
+    some of the follow-up families' columns on the head rows of the models in `follow`."""
     rng = np.random.default_rng(seed)
     out = scores.copy()
     heads = (out["scope"] == "head").to_numpy()
@@ -33,6 +37,10 @@ def with_metrics(scores: pd.DataFrame, rotary: set[str], seed: int = 0) -> pd.Da
     for d in OFFSETS:
         s = out["symmetry"].to_numpy() if d == 0 else rng.uniform(-1, 1, len(out))
         out[f"rotary_symmetry_d{d}"] = np.where(out["model"].isin(rotary), s, np.nan)
+    if follow:
+        for m in FOLLOW_UPS:
+            values = rng.integers(-1, 2, len(out)).astype(float) if m == "head_type" else rng.uniform(0, 1, len(out))
+            out[m] = np.where(heads & out["model"].isin(follow).to_numpy(), values, np.nan)
     return out
 
 
@@ -40,7 +48,7 @@ def with_metrics(scores: pd.DataFrame, rotary: set[str], seed: int = 0) -> pd.Da
 def world(tmp_path_factory):
     """Aggregates of the toy models with spectra and rotary columns, and a null folder."""
     scores, cat = toy.toy_world()
-    scores = with_metrics(scores, rotary={"toy/dec-small"})
+    scores = with_metrics(scores, rotary={"toy/dec-small"}, follow=frozenset({"toy/dec-small"}))
     null_dir = tmp_path_factory.mktemp("null")
     for i, (model, rows) in enumerate(scores.groupby("model", sort=True)):
         null = with_metrics(rows, rotary=set(), seed=100 + i)
@@ -197,7 +205,7 @@ def test_the_page_in_chromium_shows_the_picked_heads_values(world, tmp_path, spl
         page.open()
         page.pick("toy--dec-small", "decoder", 2, 1)
         shown = page.values()
-        for m in ("symmetry", "directionality", *SPECTRA, "rotary_symmetry_d4"):
+        for m in ("symmetry", "directionality", *SPECTRA, "rotary_symmetry_d4", *FOLLOW_UPS):
             n = data.decimals(m)
             assert shown[m]["head"] == f"{row[m]:.{n}f}", m
         assert set(page.drawn()) >= {
@@ -207,6 +215,9 @@ def test_the_page_in_chromium_shows_the_picked_heads_values(world, tmp_path, spl
             "plot-depth",
             "plot-spectra",
             "plot-rotary",
+            "plot-fingerprint",
+            "plot-bilinear",
+            "plot-qk-spectra",
         }
         assert page.covered_titles() == {}, "the mode bar covers a panel's title"
         page.screenshot("toy-dec-small")

@@ -13,6 +13,10 @@ from wqk.metric_registry import measure_block, select
 from wqk.metrics import score_block, score_dense, score_factors
 
 ABSOLUTE = ("fro_norm", "E_r", "E_c")
+# the follow-up families' columns in the weights' own units: M's eigenvalues scale as M, sigma^2 as M^2
+SQUARED_SCALE = ("spectral_radius_raw",)
+QUARTIC_SCALE = ("sv2_min", "sv2_max", "sv2_mean", "sv2_std")
+UNBOUNDED = ("cond_eig", "prin_angle_mean", "prin_angle_max", "participation_ratio", "sv2_kurtosis")
 
 
 def rich_block(scale: float = 1.0, dtype=torch.float32) -> AttentionBlock:
@@ -37,7 +41,7 @@ def rich_block(scale: float = 1.0, dtype=torch.float32) -> AttentionBlock:
 
 
 def score_columns(out: dict) -> list[str]:
-    return [c for c in out if c != "reason" and c not in ABSOLUTE]
+    return [c for c in out if c != "reason" and c not in (*ABSOLUTE, *SQUARED_SCALE, *QUARTIC_SCALE)]
 
 
 @pytest.mark.parametrize("scale", [1e10, 1e20, 1e-15, 1e-20])
@@ -47,12 +51,20 @@ def test_every_metric_is_scale_free(scale):
     assert heads["reason"] == [None] * 8 and layer["reason"] == [None]
     columns = score_columns(base_h)
     assert {"symmetry", "directionality", "stable_rank", "rotary_symmetry_d16", "symmetry_gain"} <= set(columns)
+    assert {"dir_frac", "symmetric_energy", "sv2_skew", "rope_imag_frac"} <= set(columns)  # the follow-up families
     for c in columns:
+        if c in UNBOUNDED:  # condition numbers and degrees: their own size times the float32 Grams' rounding
+            np.testing.assert_allclose(heads[c], base_h[c], rtol=1e-5, err_msg=c)
+            continue
         np.testing.assert_allclose(heads[c], base_h[c], atol=1e-5, err_msg=c)
-        np.testing.assert_allclose(layer[c], base_l[c], atol=1e-5, err_msg=c)
+        if c in base_l:  # the follow-up families have head rows only
+            np.testing.assert_allclose(layer[c], base_l[c], atol=1e-5, err_msg=c)
     for c in ABSOLUTE:  # in the weights' own units: M scales by scale^2
         np.testing.assert_allclose(heads[c] / scale**2, base_h[c], rtol=1e-4, err_msg=c)
         np.testing.assert_allclose(layer[c] / scale**2, base_l[c], rtol=1e-4, err_msg=c)
+    for columns, power in ((SQUARED_SCALE, 2), (QUARTIC_SCALE, 4)):
+        for c in columns:
+            np.testing.assert_allclose(heads[c] / scale**power, base_h[c], rtol=1e-4, err_msg=c)
 
 
 SPECTRA = ("stable_rank", "effective_rank", "spectral_radius", "real_eig_share", "sym_positive_share")
@@ -71,6 +83,9 @@ def test_power_of_two_scales_give_the_same_bits(power):
                 np.testing.assert_array_equal(ours[c], base[c], err_msg=c)
         for c in ABSOLUTE:
             np.testing.assert_array_equal(ours[c], np.ldexp(base[c], 2 * power), err_msg=c)
+    for columns, times in ((SQUARED_SCALE, 2), (QUARTIC_SCALE, 4)):
+        for c in columns:
+            np.testing.assert_array_equal(heads[c], np.ldexp(base_h[c], times * power), err_msg=c)
 
 
 def test_extreme_factors_and_dense_forms_against_float64():

@@ -62,6 +62,9 @@ def test_the_quickstart_plan_makes_what_its_catalogue_and_training_ask_for():
         "depth_profile",
         "spectral_signatures",
         "rotary_symmetry",
+        "fingerprint_signatures",
+        "head_types",
+        "qk_spectra_signatures",
         "quantisation_changes",
         "training_scores_pydoc",
         "training_layers_pydoc",
@@ -73,7 +76,9 @@ def test_the_quickstart_plan_makes_what_its_catalogue_and_training_ask_for():
     ]  # fmt: skip
     targets = registry.targets(plan)
     assert "figures/training_loss.pdf" in targets and "results/tables/symmetric_init.tex" in targets
-    assert len(targets) == 12 * 2 + 6 * 4
+    assert len(targets) == 15 * 2 + 6 * 4
+    paper = Plan(config=config("config/config.yaml"), groups=plan.groups, datasets=(), slugs=plan.slugs)
+    assert not {"fingerprint_signatures", "head_types", "qk_spectra_signatures"} & set(registry.stems(paper, "figure"))
 
 
 def test_validation_and_training_switch_their_products_on_and_off():

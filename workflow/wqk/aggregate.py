@@ -12,7 +12,9 @@ wqk.contracts.SCORES_SCHEMA (`metric_columns`). They are carried after the paper
 which keep their names and order whichever others are present. In the models table, {m}_*
 over layers and head_{m}_* over heads for each such metric whose layer (head) rows are not
 all NaN; null_{m}_* and null_head_{m}_* likewise from the null reference. The long tables
-carry every one present; the groups table stays on the paper's two.
+carry every one present; the groups table carries the paper's two and, where they were
+computed, the follow-up papers' families (the quartiles of the per-model head medians,
+head_{m}_*, and the shares of the head types: type_I_plus, type_II, type_I_minus).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from .catalogue import CatalogueError, check_catalogue, read_catalogue
 from .contracts import CROSS, METRICS, NULL_SUFFIX, SCORES_SCHEMA, quartiles, stack_rank
 from .errors import WqkError
 from .ids import slug as make_slug
-from .metric_catalogue import order_columns
+from .metric_catalogue import CATALOGUE, FOLLOW_UPS, order_columns
 from .sweeps import SWEEP_COLUMNS
 
 __all__ = [
@@ -261,9 +263,15 @@ def null_extra_columns(null_scores: pd.DataFrame) -> pd.DataFrame:
     return out if len(out.columns) > len(keys) else pd.DataFrame(columns=keys)
 
 
-def group_table(models: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame:
+FOLLOW_UP_COLUMNS = [c for family in FOLLOW_UPS for c in CATALOGUE[family].columns]
+HEAD_TYPES = {"type_I_plus": 1.0, "type_II": 0.0, "type_I_minus": -1.0}  # wqk.bilinear_forms' head_type
+
+
+def group_table(models: pd.DataFrame, layers: pd.DataFrame, heads: pd.DataFrame | None = None) -> pd.DataFrame:
     """Objective x modality x stack (x synthetic): counts, quartiles of the per-model medians
-    (columns {metric}_*) and of all layers pooled (columns layers_{metric}_*)."""
+    (columns {metric}_*) and of all layers pooled (columns layers_{metric}_*); then, where
+    computed, the follow-up families' per-model head medians (head_{m}_*) and the shares of
+    the head types among the group's heads."""
     keys = ["objective", "modality", "stack", "synthetic"]
     per_model = models.rename(columns={f"{m}_median": m for m in METRICS})
     stats = summarise(per_model, keys)
@@ -271,6 +279,16 @@ def group_table(models: pd.DataFrame, layers: pd.DataFrame) -> pd.DataFrame:
     pooled = summarise(layers, keys, prefix="layers_")
     nl = layers.groupby(keys, sort=True).size().rename("n_layers").reset_index()
     out = n.merge(nl, on=keys).merge(stats, on=keys).merge(pooled, on=keys)
+    follow = [f"head_{c}" for c in FOLLOW_UP_COLUMNS if f"head_{c}_median" in models]
+    if follow:
+        medians = models.rename(columns={f"{c}_median": c for c in follow})
+        out = out.merge(summarise(medians, keys, follow), on=keys, how="left")
+    if heads is not None and "head_type" in heads:
+        typed = heads[heads["head_type"].notna()]
+        shares = typed.groupby(keys, sort=True)["head_type"].agg(
+            **{name: (lambda s, v=v: float((s == v).mean())) for name, v in HEAD_TYPES.items()}
+        )
+        out = out.merge(shares.reset_index(), on=keys, how="left")
     return out.sort_values(keys, kind="stable").reset_index(drop=True)
 
 
@@ -278,12 +296,8 @@ def aggregate(scores: pd.DataFrame, cat: pd.DataFrame, null: pd.DataFrame | None
     ann = annotate(scores, cat)
     models = model_table(ann, null)
     layers = layer_table(ann)
-    return {
-        "models": models,
-        "groups": group_table(models, layers),
-        "layers": layers,
-        "heads": head_table(ann),
-    }
+    heads = head_table(ann)
+    return {"models": models, "groups": group_table(models, layers, heads), "layers": layers, "heads": heads}
 
 
 # ---------------------------------------------------------------- writing

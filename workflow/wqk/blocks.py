@@ -51,7 +51,8 @@ class AttentionBlock:
     What acts on the form besides Q and K, where the adapter knows it (else None):
     q_bias [H, k] and k_bias [H_kv, k], the projections' biases; q_gain [d_q] and k_gain
     [d_k], the gain of the normalisation that feeds the queries and the keys (pre-norm
-    models); rope, the rotary embedding. heads: the label of each query head when q is
+    models), norm_centred: that normalisation is a LayerNorm (its output centred), not an
+    RMSNorm; rope, the rotary embedding. heads: the label of each query head when q is
     not in head order (the authors' method regroups heads); None: 0..H-1. form: what q and
     k score (FORMS). storage: what q and k were stored as where that is no float type
     (quantised GGUF: "Q5_0", or "q Q4_K, k Q6_K"), dequantised to float32 for scoring; None:
@@ -66,6 +67,7 @@ class AttentionBlock:
     k_bias: torch.Tensor | None = None
     q_gain: torch.Tensor | None = None
     k_gain: torch.Tensor | None = None
+    norm_centred: bool | None = None
     rope: Rope | None = None
     heads: tuple[int, ...] | None = None
     form: str = "bilinear"

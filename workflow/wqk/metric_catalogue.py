@@ -7,7 +7,8 @@ and runs them.
 A column name with {d} stands for one column per rotary offset d (rotary_symmetry_d0, ...).
 The catalogue's order is the order of the metric columns in every scores file and table.
 "default" selects the cheap metrics; "all" adds those whose cost grows with the cube of the
-layer width (layer_spectra) or that score the form a second time (folded).
+layer width (layer_spectra), that score the form a second time (folded), and the follow-up
+papers' families (FOLLOW_UPS; "follow_ups" selects the three).
 """
 
 from __future__ import annotations
@@ -28,6 +29,19 @@ if TYPE_CHECKING:
 
 PAPER = ("symmetry", "directionality")
 SPECTRA_COLUMNS = ("stable_rank", "effective_rank", "spectral_radius", "real_eig_share", "sym_positive_share")
+# the follow-up papers' families (wqk.fingerprint, wqk.bilinear_forms, wqk.qk_spectra): opt-in
+FINGERPRINT_COLUMNS = (
+    "dir_frac", "D_head", "imag_mass", "henrici", "cond_eig", "spectral_radius_raw", "content_pos_frac",
+    "prin_angle_mean", "prin_angle_max", "rope_imag_frac", "freq_centroid", "hi_freq_dir",
+)  # fmt: skip
+BILINEAR_FORMS_COLUMNS = (
+    "symmetric_energy", "profile_a", "profile_b", "profile_c", "profile_d", "pairing", "rho", "pairing_bound", "lobe_departure",
+    "trace_ratio", "participation_ratio", "leading_share", "head_type",
+)  # fmt: skip
+QK_SPECTRA_COLUMNS = ("sv2_min", "sv2_max", "sv2_mean", "sv2_std", "sv2_skew", "sv2_kurtosis")
+FOLLOW_UPS = ("fingerprint", "bilinear_forms", "qk_spectra")
+# a family that publishes a column another computes selects that one too (their stable_rank: spectra's)
+REQUIRES = {"bilinear_forms": ("spectra",)}
 
 
 @dataclass(frozen=True)
@@ -46,6 +60,9 @@ CATALOGUE: dict[str, Entry] = {
         Entry("layer_spectra", SPECTRA_COLUMNS, False),  # the layer form's: spectra's columns, layer rows
         Entry("rotary_symmetry", ("rotary_symmetry_d{d}",), True),
         Entry("folded", ("symmetry_gain", "directionality_gain", "symmetry_bias", "directionality_bias"), False),
+        Entry("fingerprint", FINGERPRINT_COLUMNS, False),
+        Entry("bilinear_forms", BILINEAR_FORMS_COLUMNS, False),
+        Entry("qk_spectra", QK_SPECTRA_COLUMNS, False),
     )
 }
 
@@ -64,10 +81,12 @@ def select(spec: str | Iterable[str] | None = None) -> tuple[str, ...]:
             chosen |= set(default_metrics())
         elif name == "all":
             chosen |= set(CATALOGUE)
+        elif name == "follow_ups":
+            chosen |= {m for f in FOLLOW_UPS for m in (f, *REQUIRES.get(f, ()))}
         elif name in CATALOGUE:
-            chosen.add(name)
+            chosen |= {name, *REQUIRES.get(name, ())}
         elif name:
-            raise WqkError(f"unknown metric {name!r}; registered: default, all, {', '.join(CATALOGUE)}")
+            raise WqkError(f"unknown metric {name!r}; registered: default, all, follow_ups, {', '.join(CATALOGUE)}")
     return tuple(name for name in CATALOGUE if name in chosen)
 
 

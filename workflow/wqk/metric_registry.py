@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 # the modules that register the metrics beyond the paper's two
-from . import folded, rotary, spectra  # noqa: F401
+from . import bilinear_forms, fingerprint, folded, qk_spectra, rotary, spectra  # noqa: F401
 from .blocks import AttentionBlock
 from .contracts import SCORE_FIELDS as FIELDS
 from .metric_catalogue import CATALOGUE, PAPER, REGISTERED, Context, Metric, Result, column_order, select

@@ -25,6 +25,7 @@ to the unscaled arithmetic; the absolute columns (fro_norm, E_r, E_c) are scaled
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from dataclasses import dataclass
@@ -389,6 +390,7 @@ class Factors:
     k_exp: np.ndarray
     _layer: LayerFactors | None = None
     _reasons: tuple[list, list] | None = None  # the rows' reasons, set by paper_scores
+    forms: dict = dataclasses.field(default_factory=dict)  # input -> wqk.head_forms.HeadForms, built once
 
     def head_exponents(self) -> np.ndarray:
         """Per query head: M_h's quantities here are those of M_h 2^-exponent."""

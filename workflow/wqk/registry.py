@@ -133,6 +133,17 @@ def _validated(plan: Plan) -> bool:
     return plan.validation and plan.population
 
 
+def _computes(family: str) -> Callable[[Plan], bool]:
+    """Made where the run's scores compute the metric family (score.metrics) of a population."""
+
+    def made(plan: Plan) -> bool:
+        from .metric_catalogue import select
+
+        return plan.population and family in select((plan.config.get("score") or {}).get("metrics") or ["default"])
+
+    return made
+
+
 def _quantises(plan: Plan) -> bool:
     return bool((plan.config.get("quantisation") or {}).get("models"))
 
@@ -168,6 +179,18 @@ PRODUCTS = (
     Product("figure", "depth_profile", BEYOND, "depth profile", inputs={"layers": "results/aggregate/layers.parquet"}, made=_population),
     Product("figure", "spectral_signatures", BEYOND, "spectral signatures", inputs={"models": MODELS}, made=_population),
     Product("figure", "rotary_symmetry", BEYOND, "rotary-aware symmetry", inputs={"models": MODELS}, made=_population),
+    Product(
+        "figure", "fingerprint_signatures", BEYOND, "fingerprint metrics (qk-spectral-fingerprint)",
+        inputs={"models": MODELS}, made=_computes("fingerprint"),
+    ),
+    Product(
+        "figure", "head_types", BEYOND, "head types (attention-bilinear-forms)",
+        inputs={"heads": "results/aggregate/heads.parquet"}, made=_computes("bilinear_forms"),
+    ),
+    Product(
+        "figure", "qk_spectra_signatures", BEYOND, "squared singular value spectra (qk-spectral-analysis)",
+        inputs={"models": MODELS}, made=_computes("qk_spectra"),
+    ),
     Product(
         "figure", "quantisation_changes", BEYOND, "what quantisation does",
         inputs={"quantisation": QUANTISATION}, made=_quantises,

@@ -25,6 +25,7 @@ register(
             SELF,
             qk_norm=("layers.{i}.self_attn.q_norm.weight", "layers.{i}.self_attn.k_norm.weight"),
             qk_norm_centred=True,
+            norm_centred=True,  # input_layernorm: a LayerNorm without bias
         ),
     )
 )

@@ -23,6 +23,7 @@ register(
                 prefixes=("model.", ""),
                 norm="layers.{i}.attn_norm.weight",
                 first_norm="embeddings.norm.weight",
+                norm_centred=True,  # LayerNorm without bias (norm_bias false)
             ),
         ),
         dict(encoder=BI),

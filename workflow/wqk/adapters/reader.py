@@ -206,10 +206,14 @@ class _Extras:
         norm = a.first_norm if a.first_norm and site.layer == 0 else a.norm
         if pre_norm and norm:
             out["q_gain"] = self._gain(site.name(norm), block.q.shape[1], a.gain_offset)
+            bias = site.name(norm).removesuffix("weight") + "bias"
+            out["norm_centred"] = a.norm_centred if a.norm_centred is not None else bias in self.store
             if block.stack != "cross":
                 out["k_gain"] = out["q_gain"]
             elif a.k_norm and not (a.k_norm_unless and site.name(a.k_norm_unless) in self.store):
                 out["k_gain"] = self._gain(site.name(a.k_norm), block.k.shape[1], a.gain_offset)
+        if out.get("q_gain") is None:
+            out.pop("norm_centred", None)
         return {k: v for k, v in out.items() if v is not None}
 
     def _gain(self, name: str, d: int, offset: float = 0.0) -> torch.Tensor | None:

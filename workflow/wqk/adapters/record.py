@@ -56,6 +56,9 @@ class Attention:
       projection between).
     gain_offset: the norms' gain is gain_offset + the stored weight (Gemma's RMSNorm scales by
       1 + w: 1.0), for norm, first_norm, k_norm and qk_norm alike.
+    norm_centred: whether that norm is a LayerNorm (its output centred) rather than an RMSNorm;
+      None: a LayerNorm where its weight has a bias beside it (a LayerNorm without bias, as
+      Cohere's and ModernBERT's, says True).
     qk_norm: the (query, key) gain templates of a QK-norm, a norm of each token's projected
       queries and keys before the scores (Qwen3, OLMo-2, Gemma 3): the logits are then not a
       bilinear form of the token vectors. The reader folds the gains into the factors
@@ -94,6 +97,7 @@ class Attention:
     k_norm: str | None = None
     k_norm_unless: str | None = None
     gain_offset: float = 0.0
+    norm_centred: bool | None = None
     qk_norm: tuple[str, str] | None = None
     qk_norm_centred: bool = False
     as_decoder: str | None = None

@@ -8,6 +8,19 @@
   INDEX.models.forEach(function (m) { BY_SLUG[m.slug] = m; });
   const PAPER = ["symmetry", "directionality"];
   const SPECTRA = ["stable_rank", "effective_rank", "spectral_radius", "real_eig_share", "sym_positive_share"];
+  // the follow-up papers' families (wqk.fingerprint, wqk.bilinear_forms, wqk.qk_spectra), where computed
+  const FOLLOW_UPS = {
+    "plot-fingerprint": ["dir_frac", "D_head", "henrici", "cond_eig", "content_pos_frac", "prin_angle_mean",
+      "rope_imag_frac"],
+    "plot-bilinear": ["symmetric_energy", "profile_c", "profile_d", "pairing", "rho", "head_type"],
+    "plot-qk-spectra": ["sv2_mean", "sv2_std", "sv2_skew", "sv2_kurtosis"],
+  };
+  const FOLLOW_TITLES = {
+    "plot-fingerprint": "qk-spectral-fingerprint metrics of the heads of layer ",
+    "plot-bilinear": "attention-bilinear-forms metrics of the heads of layer ",
+    "plot-qk-spectra": "qk-spectral-analysis statistics of sigma^2 of the heads of layer ",
+  };
+  const FOLLOW_COLUMNS = [].concat.apply([], Object.keys(FOLLOW_UPS).map(function (k) { return FOLLOW_UPS[k]; }));
   const ROTARY = "rotary_symmetry_d";
   const COLORS = { bidirectional: "#1f77b4", autoregressive: "#d62728", "cross-attention": "#2ca02c" };
   const CONFIG = { displaylogo: false, responsive: false, displayModeBar: "hover" };
@@ -195,6 +208,9 @@
     drawNull(st);
     drawDepth(st);
     drawSpectra(st);
+    Object.keys(FOLLOW_UPS).forEach(function (id) {
+      drawPanels(st, id, FOLLOW_UPS[id], FOLLOW_TITLES[id] + state.layer);
+    });
     drawRotary(st);
     fillValues(st);
     writeHash();
@@ -221,7 +237,7 @@
   function metricsOf(columns) {
     const rotary = Object.keys(columns).filter(function (k) { return k.indexOf(ROTARY) === 0; })
       .sort(function (a, b) { return offset(a) - offset(b); });
-    return PAPER.concat(SPECTRA).filter(function (m) { return m in columns; }).concat(rotary);
+    return PAPER.concat(SPECTRA, FOLLOW_COLUMNS).filter(function (m) { return m in columns; }).concat(rotary);
   }
 
   function offset(column) { return Number(column.slice(ROTARY.length)); }
@@ -357,10 +373,15 @@
   }
 
   function drawSpectra(st) {
+    drawPanels(st, "plot-spectra", SPECTRA, "Spectra of the heads of layer " + state.layer);
+  }
+
+  // One panel per metric of `metrics` the model has, against the head, the picked head marked.
+  function drawPanels(st, id, metrics, title) {
     const h = st.heads, spread = (st.null || {}).heads || {};
-    const present = SPECTRA.filter(function (m) { return h[m]; });
-    show("plot-spectra", present.length);
-    if (!present.length) { Plotly.purge("plot-spectra"); return; }
+    const present = metrics.filter(function (m) { return h[m]; });
+    show(id, present.length);
+    if (!present.length) { Plotly.purge(id); return; }
     const rows = rowsOfLayer(h, state.layer);
     const x = rows.map(function (i) { return h.head[i]; });
     const data = [], shapes = [], axes = {};
@@ -380,8 +401,8 @@
           y1: spread[m].q50, line: { color: "#888", dash: "dash", width: 1 } });
       }
     });
-    Plotly.react("plot-spectra", data, layout("Spectra of the heads of layer " + state.layer +
-      (shapes.length ? " (dashed: null reference median)" : ""), Object.assign({ shapes: shapes }, axes)), CONFIG);
+    Plotly.react(id, data, layout(title + (shapes.length ? " (dashed: null reference median)" : ""),
+      Object.assign({ shapes: shapes }, axes)), CONFIG);
   }
 
   function drawRotary(st) {

@@ -7,7 +7,7 @@ that the bytes of the page do not depend on how a float would have been printed;
 A model's columns are integers, the value times 10**decimals(column) (the page divides): the
 per-head data are most of the page's size, and "-823" is half of "-0.08230000000000001".
 The paper's two scores keep DECIMALS decimals; the spectra's shares and the rotary s(d), three;
-the ranks, two.
+the ranks, two; the follow-up families' columns, DECIMALS.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..aggregate import metric_columns
 from ..contracts import METRICS, NULL_SUFFIX, stack_rank
-from ..metric_catalogue import SPECTRA_COLUMNS
+from ..metric_catalogue import CATALOGUE, FOLLOW_UPS, SPECTRA_COLUMNS
 
 DECIMALS = 4
 FEWER_DECIMALS = {"stable_rank": 2, "effective_rank": 2, "spectral_radius": 3, "real_eig_share": 3,
@@ -31,6 +31,8 @@ NULL_QUANTILES = {"q05": 0.05, "q25": 0.25, "q50": 0.5, "q75": 0.75, "q95": 0.95
 # stay in the tables (the robustness table reads them), out of the page's size budget.
 ROTARY_PREFIX = "rotary_symmetry_d"
 SUMMARY = [f"{p}{m}_{s}" for p in ("", "head_") for m in METRICS for s in ("median", "q25", "q75")]
+# the follow-up papers' families, where a run computed them (score.metrics: follow_ups)
+FOLLOW_UP_COLUMNS = {c for family in FOLLOW_UPS for c in CATALOGUE[family].columns}
 
 
 def decimals(column: str) -> int:
@@ -61,7 +63,7 @@ def explored(columns: Iterable[str]) -> list[str]:
     """The metric columns the page carries, in the tables' order; s(0) is the symmetry itself
     (the page draws it so), not carried twice."""
     rotary = [c for c in columns if c.startswith(ROTARY_PREFIX) and c != f"{ROTARY_PREFIX}0"]
-    return [c for c in columns if c in METRICS or c in SPECTRA_COLUMNS or c in rotary]
+    return [c for c in columns if c in METRICS or c in SPECTRA_COLUMNS or c in FOLLOW_UP_COLUMNS or c in rotary]
 
 
 def _present(rows: pd.DataFrame, metrics: list[str]) -> list[str]:

@@ -71,9 +71,9 @@ def null_level(df: pd.DataFrame, metric: str) -> float:
     return float("nan")
 
 
-def panel(ax, df: pd.DataFrame, metric: str, groups: list[str], min_box: int) -> bool:
+def panel(ax, df: pd.DataFrame, metric: str, groups: list[str], min_box: int, metrics: dict = METRICS) -> bool:
     """Draw one metric; False (and an annotated panel) when there is nothing to draw."""
-    title, ylabel, ylim = METRICS[metric]
+    title, ylabel, ylim = metrics[metric]
     ax.set_title(title)
     ax.set_ylabel(ylabel)
     ax.set_xlabel("objective")
@@ -172,31 +172,39 @@ def draw(
     width: float = DOUBLE,
     height: float = 4.4,
 ):
+    return signatures(data, METRICS, stacks, min_box, width, height, "no spectra in this run")
+
+
+def signatures(data: dict, metrics: dict, stacks: str, min_box: int, width: float, height: float, empty: str):
+    """One panel per metric of `metrics` (column -> title, y label, y range), three to a row,
+    the legend in the last cell: what this figure and the follow-up families' figures draw."""
     df = select(data["models"], stacks)
     groups = group_order(df)
     with style():
-        fig, axes = new_figure(width, height, nrows=2, ncols=3)
+        fig, axes = new_figure(width, height, nrows=-(-(len(metrics) + 1) // 3), ncols=3)
         flat = list(axes.flat)
         drawn = null = False
-        for ax, metric in zip(flat, METRICS):
+        for ax, metric in zip(flat, metrics):
             if not groups:
-                ax.set_title(METRICS[metric][0])
-                ax.set_ylabel(METRICS[metric][1])
+                ax.set_title(metrics[metric][0])
+                ax.set_ylabel(metrics[metric][1])
                 ax.set_xlabel("objective")
                 no_data(ax, "no models")
                 ax.set_xticks([])
                 continue
-            shown = panel(ax, df, metric, groups, int(min_box))
+            shown = panel(ax, df, metric, groups, int(min_box), metrics)
             drawn = shown or drawn
             null = null or (shown and np.isfinite(null_level(df, metric)))
+        for ax in flat[len(metrics) : -1]:
+            ax.axis("off")
         key = flat[-1]
         key.axis("off")
         if drawn:
             many = any(dense(int(np.isfinite(df[f"head_{m}_median"].to_numpy(float)).sum()))
-                       for m in METRICS if f"head_{m}_median" in df)  # fmt: skip
+                       for m in metrics if f"head_{m}_median" in df)  # fmt: skip
             violins = any(c.get_gid() == VIOLIN_GID for ax in flat for c in ax.collections)
             handles = legend_handles(df, groups, null, many, violins)
             key.legend(handles=handles, loc="center", title="per-model median over heads")
         else:
-            key.text(0.5, 0.5, "no spectra in this run", ha="center", va="center", color="0.35")
+            key.text(0.5, 0.5, empty, ha="center", va="center", color="0.35")
     return fig

@@ -1,0 +1,123 @@
+"""The head metrics of "Fingerprint, Not Blueprint" (HengyuLi-Ozaki-lab/qk-spectral-fingerprint),
+wqk.metric_registry entry "fingerprint", from the k x k forms of wqk.head_forms.
+
+Their input is the form the model applies to its normalised states: the pre-norm gain folded
+on both sides, diag(g) M diag(g), and for a LayerNorm the centring too, C diag(g) M diag(g) C
+with C = I - 11^T/d (their TransformerLens pipeline centres W_Q and W_K when it folds a LayerNorm;
+from raw weights the centring must be done: here). A block without a pre-norm gain (post-norm
+models: BERT) is analysed raw. With
+lambda the eigenvalues of M (eig(C), the nonzero part of its spectrum), per head:
+
+    dir_frac = ||M_A||_F / ||M||_F = sqrt(max(0, (1 - tr M^2 / ||M||^2) / 2))
+    D_head = sum |Im lambda| / sum |lambda|,   imag_mass = sum |Im lambda| / ||M||_F
+    henrici = sqrt(max(0, ||M||^2 - sum |lambda|^2)) / ||M||_F
+    cond_eig = the 2-norm condition number of M's unit right eigenvectors (of lambda)
+    spectral_radius_raw = max |lambda|, in the weights' own scale
+    content_pos_frac = sum of the positive eigenvalues of (M + M^T)/2 over the sum of their |.|
+    prin_angle_mean, prin_angle_max: principal angles (degrees) between span W_q and span W_k
+
+and, on rotary models, with the model's own pairs (rotate-half or interleaved) and frequencies
+theta_t: per pair t the query columns a, c and key columns b, d of the pair give
+||Re M_t||^2 = |a|^2|b|^2 + |c|^2|d|^2 + 2(a.c)(b.d) and ||Im M_t||^2 = |c|^2|b|^2 + |a|^2|d|^2 - 2(a.c)(b.d);
+rope_imag_frac = sum ||Im|| / sum (||Re|| + ||Im||) (norms, not squares, as theirs),
+freq_centroid = sum theta ||Im|| / sum ||Im|| (rad/token), hi_freq_dir = the share of sum ||Im||
+on the highest-frequency half of the pairs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .blocks import AttentionBlock
+from .head_forms import HeadForms, memo
+from .metric_catalogue import FINGERPRINT_COLUMNS, Context, register
+from .metrics import block_factors
+from .rotary import pair_rows
+
+COLUMNS = FINGERPRINT_COLUMNS
+SYM_CUT = 1e-9  # |eigenvalue| of the symmetric part below this times the largest: left out (theirs)
+
+
+def folded_block(b: AttentionBlock, dtype: torch.dtype) -> AttentionBlock:
+    """The block of C diag(g) Q, C diag(g) K (C only for a LayerNorm); the block itself where it has no gain."""
+    if b.q_gain is None or b.k_gain is None:
+        return b
+    q = b.q.to(dtype) * b.q_gain.to(dtype)[None, :, None]
+    k = b.k.to(dtype) * b.k_gain.to(dtype)[None, :, None]
+    if b.norm_centred:
+        q, k = q - q.mean(1, keepdim=True), k - k.mean(1, keepdim=True)
+    return AttentionBlock(b.stack, b.layer, q, k, rope=b.rope)
+
+
+def folded_forms(ctx: Context) -> HeadForms:
+    """The forms of the fingerprint's input, shared with any family reading the same."""
+    b = ctx.block
+    if b.q_gain is None or b.k_gain is None:
+        return memo(ctx.factors, "raw", lambda: HeadForms.of(ctx.factors))
+    return memo(
+        ctx.factors,
+        "gain_folded",
+        lambda: HeadForms.of(block_factors(folded_block(b, ctx.dtype), ctx.factors.qt.device, ctx.dtype)),
+    )
+
+
+def fingerprint_columns(forms: HeadForms, rope=None) -> dict[str, np.ndarray]:
+    fro2 = forms.fro2
+    fro = fro2.sqrt()
+    safe = torch.where(fro2 > 0, fro2, 1.0)
+    lam, _ = forms.eig
+    mod, imag = lam.abs(), lam.imag.abs()
+    out = {
+        "dir_frac": (0.5 * (1 - forms.trace_sq / safe)).clamp_min(0).sqrt(),
+        "D_head": imag.sum(-1) / (mod.sum(-1) + 1e-300),
+        "imag_mass": imag.sum(-1) / (fro + 1e-300),
+        "henrici": (fro2 - (mod * mod).sum(-1)).clamp_min(0).sqrt() / (fro + 1e-300),
+    }
+    w = torch.linalg.eigvalsh(forms.eigvec_gram)
+    out["cond_eig"] = (w[..., -1] / w[..., 0].clamp_min(torch.finfo(w.dtype).tiny)).sqrt()
+    scale = torch.from_numpy(np.ldexp(1.0, forms.scale)).to(mod)
+    out["spectral_radius_raw"] = mod.amax(-1) * scale
+    mu = forms.sym_eigenvalues
+    mu = torch.where(mu.abs() > SYM_CUT * mu.abs().amax(-1, keepdim=True), mu, 0.0)
+    out["content_pos_frac"] = mu.clamp_min(0).sum(-1) / (mu.abs().sum(-1) + 1e-300)
+    angles = [np.degrees(np.arccos(c)) for c in forms.cosines()]
+    out["prin_angle_mean"] = torch.tensor([a.mean() if a.size else np.nan for a in angles], dtype=torch.float64)
+    out["prin_angle_max"] = torch.tensor([a.max() if a.size else np.nan for a in angles], dtype=torch.float64)
+    if rope is not None:
+        out |= _rotary(forms, rope)
+    defined = (fro2 > 0) & ~forms.failed
+    return {c: torch.where(defined.to(v.device), v, torch.nan).cpu().numpy().astype(np.float64) for c, v in out.items()}
+
+
+def _rotary(forms: HeadForms, rope) -> dict[str, torch.Tensor]:
+    a, b = pair_rows(rope)
+    gq, gk = forms.gram_q, forms.gram_k
+    aa, cc, ac = gq[:, a, a], gq[:, b, b], gq[:, a, b]  # query columns of each pair: |a|^2, |c|^2, a.c
+    bb, dd, bd = gk[:, a, a], gk[:, b, b], gk[:, a, b]
+    re = (aa * bb + cc * dd + 2 * ac * bd).clamp_min(0).sqrt()
+    im = (cc * bb + aa * dd - 2 * ac * bd).clamp_min(0).sqrt()
+    theta = torch.tensor(rope.inv_freq, dtype=im.dtype, device=im.device)
+    high = torch.argsort(theta, descending=True)[: max(1, len(theta) // 2)]
+    total = im.sum(-1)
+    return {
+        "rope_imag_frac": total / (re.sum(-1) + total + 1e-30),
+        "freq_centroid": (im * theta).sum(-1) / (total + 1e-30),
+        "hi_freq_dir": im[:, high].sum(-1) / (total + 1e-30),
+    }
+
+
+@register(
+    "fingerprint",
+    COLUMNS,
+    "per head, of diag(g) M diag(g) (centred for a LayerNorm: C M C), as qk-spectral-fingerprint: dir_frac "
+    "||M_A||/||M||; D_head sum|Im lambda| / sum|lambda|; imag_mass sum|Im lambda| / ||M||; henrici; cond_eig; "
+    "spectral_radius_raw max|lambda|; content_pos_frac; prin_angle_mean/max (degrees); on rotary models "
+    "rope_imag_frac, freq_centroid, hi_freq_dir.",
+    cheap=False,
+)
+def head_fingerprint(ctx: Context):
+    if ctx.factors.cross is None:  # non-square M (cross-attention of unequal widths): no eigenvalues
+        return {}, {}
+    forms = folded_forms(ctx)
+    return fingerprint_columns(forms, ctx.block.rope), {}
