@@ -399,3 +399,16 @@ def test_the_json_describes_every_column_and_its_transpose_invariance_holds(caps
                 np.testing.assert_allclose(a[column], b[column], rtol=1e-7, atol=1e-10, err_msg=f"{column} {scope}")
             else:
                 assert not np.allclose(a[column], b[column], rtol=1e-4), f"{column} {scope}: said to see direction"
+
+
+def test_cond_eig_of_a_rank_deficient_head_is_that_of_its_rank_r_core():
+    """A QK-norm gain of 0 on some dims (Gemma 3's first layer) leaves M of rank r < k: the k - r
+    zero eigenvalues of C have no eigenvectors to speak of; as theirs, cond_eig is that of the
+    rank-r core's eigenvectors: finite, the oracle's."""
+    rng = np.random.default_rng(4)
+    q, k = rng.standard_normal((24, 6)), rng.standard_normal((24, 6))
+    q[:, [1, 4]] = 0.0  # rank 4
+    got = _all(q, k)
+    want = oracle_fingerprint(q @ k.T, q, k)
+    assert np.isfinite(got["cond_eig"]) and got["cond_eig"] == pytest.approx(want["cond_eig"], rel=1e-8)
+    assert got["D_head"] == pytest.approx(want["D_head"], rel=1e-8)

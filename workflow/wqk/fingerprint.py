@@ -37,6 +37,9 @@ from .rotary import pair_rows
 
 COLUMNS = FINGERPRINT_COLUMNS
 SYM_CUT = 1e-9  # |eigenvalue| of the symmetric part below this times the largest: left out (theirs)
+# A singular value below RANK_CUT times the largest is outside M's rank (theirs: cond_eig). From the
+# Grams, sigma^2 is resolved to about k eps of the largest, so the cut is the larger of the two.
+RANK_CUT = 1e-9
 
 
 def folded_block(b: AttentionBlock, dtype: torch.dtype) -> AttentionBlock:
@@ -51,14 +54,12 @@ def folded_block(b: AttentionBlock, dtype: torch.dtype) -> AttentionBlock:
 
 
 def folded_forms(ctx: Context) -> HeadForms:
-    """The forms of the fingerprint's input, shared with any family reading the same."""
+    """The forms of the fingerprint's input, from float64 factors (their rank cut, 1e-9 of the
+    largest singular value, needs them: float32 Grams resolve singular values to about 3e-4)."""
     b = ctx.block
-    if b.q_gain is None or b.k_gain is None:
-        return memo(ctx.factors, "raw", lambda: HeadForms.of(ctx.factors))
+    block = folded_block(b, torch.float64) if b.q_gain is not None and b.k_gain is not None else b
     return memo(
-        ctx.factors,
-        "gain_folded",
-        lambda: HeadForms.of(block_factors(folded_block(b, ctx.dtype), ctx.factors.qt.device, ctx.dtype)),
+        ctx.factors, "fingerprint", lambda: HeadForms.of(block_factors(block, ctx.factors.qt.device, torch.float64))
     )
 
 
@@ -74,8 +75,7 @@ def fingerprint_columns(forms: HeadForms, rope=None) -> dict[str, np.ndarray]:
         "imag_mass": imag.sum(-1) / (fro + 1e-300),
         "henrici": (fro2 - (mod * mod).sum(-1)).clamp_min(0).sqrt() / (fro + 1e-300),
     }
-    w = torch.linalg.eigvalsh(forms.eigvec_gram)
-    out["cond_eig"] = (w[..., -1] / w[..., 0].clamp_min(torch.finfo(w.dtype).tiny)).sqrt()
+    out["cond_eig"] = cond_eig(forms)
     scale = torch.from_numpy(np.ldexp(1.0, forms.scale)).to(mod)
     out["spectral_radius_raw"] = mod.amax(-1) * scale
     mu = forms.sym_eigenvalues
@@ -88,6 +88,29 @@ def fingerprint_columns(forms: HeadForms, rope=None) -> dict[str, np.ndarray]:
         out |= _rotary(forms, rope)
     defined = (fro2 > 0) & ~forms.failed
     return {c: torch.where(defined.to(v.device), v, torch.nan).cpu().numpy().astype(np.float64) for c, v in out.items()}
+
+
+def cond_eig(forms: HeadForms) -> torch.Tensor:
+    """[B] the 2-norm condition number of M's unit right eigenvectors for the r eigenvalues of
+    largest modulus, r its rank (singular values above the cut of the largest): as theirs, the
+    eigenvectors of its rank-r core; the other k - r eigenvalues of C are the rank deficit's zeros."""
+    lam, y = forms.eig
+    resolved = forms.sv2.shape[-1] * torch.finfo(torch.float64).eps
+    rank = (forms.sv2 > max(RANK_CUT**2, resolved) * forms.sv2[..., :1]).sum(-1)
+    order = lam.abs().argsort(-1, descending=True)
+    y = torch.take_along_dim(y, order[..., None, :], -1)
+    out = torch.full((len(lam),), torch.nan, dtype=torch.float64, device=lam.device)
+    for r in rank.unique().tolist():
+        heads = rank == r
+        if r == 0:
+            continue
+        yr = y[heads][..., :r]
+        g = yr.mH @ forms.gram_q[heads].to(yr.dtype) @ yr
+        norm = g.diagonal(dim1=-2, dim2=-1).real.clamp_min(0).sqrt()
+        g = g / (norm[..., :, None] * norm[..., None, :]).clamp_min(torch.finfo(torch.float64).tiny)
+        w = torch.linalg.eigvalsh(g).clamp_min(0)
+        out[heads] = torch.where(w[..., 0] > 0, w[..., -1].sqrt() / w[..., 0].sqrt(), torch.inf)
+    return out
 
 
 def _rotary(forms: HeadForms, rope) -> dict[str, torch.Tensor]:

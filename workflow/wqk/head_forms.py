@@ -6,7 +6,7 @@ With G_q = Q^T Q, G_k = K^T K and C = K^T Q (k x k; grouped-query key heads repe
 - ||M||_F^2 = <G_q, G_k>, tr M = tr C, tr M^2 = <C, C^T>;
 - sigma^2(M): eigvalsh(L^T G_k L), G_q = L L^T (k values: M's singular values, zeros for its rank deficit);
 - eigenvalues of M: eig(C) (k values; M's other d - k are structural zeros); its right eigenvectors are
-  Q y for C y = lambda y, so their Gram is Y^H G_q Y;
+  Q y for C y = lambda y, so their Gram is Y^H G_q Y (wqk.fingerprint.cond_eig);
 - the symmetric part S = (M + M^T) / 2 = F J F^T / 2, F = [Q K], J = [[0, I], [I, 0]]: its nonzero
   eigenvalues are those of L_F^T J L_F / 2 (2k values), F^T F = L_F L_F^T;
 - principal angles between span Q and span K: arccos of the singular values of B_q^T B_k for
@@ -86,15 +86,6 @@ class HeadForms:
         low = sqrt_factor(g, self.failed)
         half = low.mT @ torch.cat([low[..., k:, :], low[..., :k, :]], -2)  # L_F^T J L_F
         return _guarded(torch.linalg.eigvalsh, (half + half.mT) / 4, self.failed)
-
-    @cached_property
-    def eigvec_gram(self) -> torch.Tensor:
-        """The Gram of M's unit right eigenvectors (for C's eigenvalues) [B, k, k], Hermitian."""
-        _, y = self.eig
-        g = y.mH @ self.gram_q.to(y.dtype) @ y
-        norm = g.diagonal(dim1=-2, dim2=-1).real.clamp_min(0).sqrt()
-        norm = torch.where(norm > 0, norm, 1.0)
-        return g / (norm[..., :, None] * norm[..., None, :])
 
     def cosines(self) -> list[np.ndarray]:
         """Per head, the cosines of the principal angles between span Q and span K (min of the

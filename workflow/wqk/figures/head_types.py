@@ -1,5 +1,6 @@
 """The head types of attention-bilinear-forms by objective and modality (beyond the paper:
-wqk.bilinear_forms): per group of heads (objective x modality; synthetic models apart), the
+wqk.bilinear_forms): per group of heads of the real models (objective x modality; synthetic
+models left out: random weights have no type to speak of), the
 shares of type I+ (the symmetric part's positive lobe the larger: (c - d)/(c + d) > 0.2),
 type II (paired lobes) and type I- (< -0.2), among heads with c + d > 0.01 for either type I,
 as a stacked bar with its head and model counts. Right: the profile (b, c, d) and a (the
@@ -14,6 +15,7 @@ from matplotlib.patches import Patch
 
 from ..contracts import CROSS
 from . import DOUBLE, OBJECTIVE_ORDER, new_figure, no_data, style
+from .spectral_signatures import SHORT
 
 TYPES = ((1.0, "type I+", "#b2182b"), (0.0, "type II", "#bababa"), (-1.0, "type I-", "#2166ac"))
 PROFILE = (("profile_a", "a: antisymmetric", "#1b9e77"), ("profile_b", "b: paired lobes", "#bababa"),
@@ -22,15 +24,16 @@ GROUPS = (*OBJECTIVE_ORDER, CROSS)
 
 
 def groups_of(heads: pd.DataFrame) -> list[tuple]:
-    """(objective, modality, synthetic) of the heads with a type, objectives in their order."""
+    """(objective, modality) of the heads with a type, objectives in their order."""
     rank = {g: i for i, g in enumerate(GROUPS)}
-    keys = heads[["objective", "modality", "synthetic"]].drop_duplicates().itertuples(index=False)
-    return sorted((tuple(k) for k in keys), key=lambda k: (bool(k[2]), rank.get(k[0], 9), k[0], k[1]))
+    keys = heads[["objective", "modality"]].drop_duplicates().itertuples(index=False)
+    return sorted((tuple(k) for k in keys), key=lambda k: (rank.get(k[0], 9), k[0], k[1]))
 
 
-def draw(data: dict, width: float = DOUBLE, height: float = 2.6):
+def draw(data: dict, width: float = DOUBLE, height: float = 3.0):
     heads = data["heads"]
     heads = heads[heads["head_type"].notna()] if "head_type" in heads else heads.iloc[:0]
+    heads = heads[~heads["synthetic"].astype(bool)]
     keys = groups_of(heads)
     with style():
         fig, axes = new_figure(width, height, ncols=2)
@@ -43,10 +46,8 @@ def draw(data: dict, width: float = DOUBLE, height: float = 2.6):
                 ax.set_xticks([])
             return fig
         labels = []
-        for x, (objective, modality, synthetic) in enumerate(keys):
-            g = heads[
-                (heads["objective"] == objective) & (heads["modality"] == modality) & (heads["synthetic"] == synthetic)
-            ]
+        for x, (objective, modality) in enumerate(keys):
+            g = heads[(heads["objective"] == objective) & (heads["modality"] == modality)]
             bottom = 0.0
             for value, _, c in TYPES:
                 share = float((g["head_type"] == value).mean())
@@ -57,14 +58,12 @@ def draw(data: dict, width: float = DOUBLE, height: float = 2.6):
                 share = float(np.nanmedian(g[column].to_numpy(float)))
                 right.bar(x, share, bottom=bottom, color=c, width=0.7, edgecolor="white", linewidth=0.4)
                 bottom += share
-            syn = " syn." if synthetic else ""
-            labels.append(f"{objective[:7]}.\n{modality}{syn}\n{len(g)} h, {g['model'].nunique()} m")
+            labels.append(f"{SHORT.get(objective, objective)}\n{modality}\n{len(g)} h, {g['model'].nunique()} m")
         for ax in (left, right):
             ax.set_xticks(range(len(keys)), labels, fontsize=6)
+            ax.set_xlim(-0.6, len(keys) - 0.4)
             ax.set_ylim(0, 1.02)
             ax.set_ylabel("share")
-        left.legend(handles=[Patch(color=c, label=t) for _, t, c in TYPES], loc="upper left",
-                    bbox_to_anchor=(1.0, 1.0), fontsize=6, frameon=False)  # fmt: skip
-        right.legend(handles=[Patch(color=c, label=t) for _, t, c in PROFILE], loc="upper left",
-                     bbox_to_anchor=(1.0, 1.0), fontsize=6, frameon=False)  # fmt: skip
+        handles = [Patch(color=c, label=t) for _, t, c in (*TYPES, *PROFILE)]
+        fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=7)
     return fig

@@ -13,11 +13,11 @@ from .spectral_signatures import signatures
 METRICS = {
     "sv2_skew": ("skew of sigma^2", "mean(z^3)", None),
     "sv2_kurtosis": ("excess kurtosis of sigma^2", "mean(z^4) - 3", None),
-    "leading_share": ("leading singular value", "sigma_1^2 / sum sigma^2", (0.0, 1.05)),
+    "leading_share": ("leading singular value", "sigma_1^2 share", (0.0, 1.05)),
 }
 
 
 def draw(
-    data: dict, stacks: str = "encoder,decoder,cross", min_box: int = 3, width: float = DOUBLE, height: float = 2.4
+    data: dict, stacks: str = "encoder,decoder,cross", min_box: int = 3, width: float = DOUBLE, height: float = 3.0
 ):
     return signatures(data, METRICS, stacks, min_box, width, height, "no qk_spectra metrics in this run")
