@@ -387,7 +387,7 @@ def test_the_json_describes_every_column_and_its_transpose_invariance_holds(caps
         block = AttentionBlock(
             "encoder", 0, q, k, q_bias=bq, k_bias=bk, q_gain=gain, k_gain=gain, norm_centred=True, rope=rope
         )
-        return measure_block(block, select("all"), dtype=torch.float64)
+        return measure_block(block, select("all,fingerprint_null"), dtype=torch.float64)
 
     forward, swapped = measured(q, k, bq, bk), measured(k, q, bk, bq)
     for r in rows:
@@ -412,3 +412,66 @@ def test_cond_eig_of_a_rank_deficient_head_is_that_of_its_rank_r_core():
     want = oracle_fingerprint(q @ k.T, q, k)
     assert np.isfinite(got["cond_eig"]) and got["cond_eig"] == pytest.approx(want["cond_eig"], rel=1e-8)
     assert got["D_head"] == pytest.approx(want["D_head"], rel=1e-8)
+
+
+# --- the fingerprint's null (opt-in) --------------------------------------------------------------
+
+
+def _explicit_blocks(rng, draws: int, r: int, d: int) -> np.ndarray:
+    """V^T U of Haar frames drawn in R^d: QR of Gaussians with the sign of R's diagonal fixed."""
+    out = np.empty((draws, r, r))
+    for i in range(draws):
+        frames = []
+        for _ in range(2):
+            q, up = np.linalg.qr(rng.standard_normal((d, r)))
+            frames.append(q * np.sign(np.diag(up)))
+        out[i] = frames[1].T @ frames[0]
+    return out
+
+
+def test_the_null_draws_the_blocks_of_haar_frames():
+    """B = V^T U drawn in r x r (Bartlett) has the distribution of explicit frames' in R^d: the
+    known E||B||_F^2 = r^2/d, and the null D_head and dir_frac of a spectrum agree within 5
+    standard errors (both ways, d = 10 and d = 5: below 2r, Bartlett's cannot be used)."""
+    from wqk.fingerprint_null import basic, haar_blocks
+
+    rng = np.random.default_rng(0)
+    s = torch.tensor([3.0, 1.0, 0.3], dtype=torch.float64)
+    for d in (10, 5):
+        ours, theirs = haar_blocks(rng, 4000, 3, d), torch.from_numpy(_explicit_blocks(rng, 4000, 3, d))
+        assert (ours**2).sum((-2, -1)).mean().item() == pytest.approx(9 / d, rel=0.03)
+        for name in ("D_head", "dir_frac"):
+            a, b = ((basic((s * s).sum().expand(4000), ((c * s) * (c * s).mT).sum((-2, -1)), torch.linalg.eigvals(c * s)))[name]
+                    for c in (ours, theirs))  # fmt: skip
+            se = np.sqrt(a.var().item() / 4000 + b.var().item() / 4000)
+            assert abs(a.mean().item() - b.mean().item()) < 5 * se, (d, name)
+
+
+def test_the_null_is_seeded_by_model_layer_and_head_and_gives_z(tiny):
+    folder = str(tiny["gpt2"])
+    one = api.score(folder, progress=False, metrics="fingerprint_null", name="m1")
+    again = api.score(folder, progress=False, metrics="fingerprint_null", name="m1")
+    other = api.score(folder, progress=False, metrics="fingerprint_null", name="m2")
+    columns = [c for c in one if c.endswith(("_null_mean", "_null_std", "_z"))]
+    assert len(columns) == 12 and "dir_frac" in one  # the real values come with it
+    pd.testing.assert_frame_equal(one[columns], again[columns])  # reruns: the same bits
+    heads = one[one["scope"] == "head"]
+    assert heads["dir_frac_null_mean"].nunique() == len(heads)  # no two heads share draws
+    assert not np.array_equal(heads["D_head_null_mean"], other.loc[other["scope"] == "head", "D_head_null_mean"])
+    for m in ("dir_frac", "D_head", "imag_mass", "henrici"):
+        z = (heads[m] - heads[f"{m}_null_mean"]) / heads[f"{m}_null_std"]
+        np.testing.assert_allclose(heads[f"{m}_z"], z, rtol=1e-12)
+    from wqk.metric_catalogue import select
+
+    assert "fingerprint_null" not in select("all") and "fingerprint" in select("fingerprint_null")
+
+
+def test_a_symmetric_head_is_far_below_its_null():
+    from wqk.blocks import AttentionBlock
+    from wqk.metric_catalogue import select
+    from wqk.metric_registry import measure_block
+
+    q = torch.from_numpy(_frame(d=40, k=4)[:, :4] * [4.0, 2.0, 1.0, 0.5])[None]
+    heads, _ = measure_block(AttentionBlock("encoder", 0, q, q), select("fingerprint_null"), dtype=torch.float64)
+    assert heads["dir_frac"][0] == pytest.approx(0, abs=1e-7)
+    assert 0.6 < heads["dir_frac_null_mean"][0] < 0.75 and heads["dir_frac_z"][0] < -5

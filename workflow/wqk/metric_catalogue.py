@@ -8,7 +8,8 @@ A column name with {d} stands for one column per rotary offset d (rotary_symmetr
 The catalogue's order is the order of the metric columns in every scores file and table.
 "default" selects the cheap metrics; "all" adds those whose cost grows with the cube of the
 layer width (layer_spectra), that score the form a second time (folded), and the follow-up
-papers' families (FOLLOW_UPS; "follow_ups" selects the three).
+papers' families (FOLLOW_UPS; "follow_ups" selects the three); fingerprint_null (random draws
+per head) only by its name.
 """
 
 from __future__ import annotations
@@ -39,9 +40,12 @@ BILINEAR_FORMS_COLUMNS = (
     "trace_ratio", "participation_ratio", "leading_share", "head_type",
 )  # fmt: skip
 QK_SPECTRA_COLUMNS = ("sv2_min", "sv2_max", "sv2_mean", "sv2_std", "sv2_skew", "sv2_kurtosis")
+FINGERPRINT_NULL_COLUMNS = tuple(
+    f"{m}_{x}" for m in ("dir_frac", "D_head", "imag_mass", "henrici") for x in ("null_mean", "null_std", "z")
+)
 FOLLOW_UPS = ("fingerprint", "bilinear_forms", "qk_spectra")
 # a family that publishes a column another computes selects that one too (their stable_rank: spectra's)
-REQUIRES = {"bilinear_forms": ("spectra",)}
+REQUIRES = {"bilinear_forms": ("spectra",), "fingerprint_null": ("fingerprint",)}
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ CATALOGUE: dict[str, Entry] = {
         Entry("fingerprint", FINGERPRINT_COLUMNS, False),
         Entry("bilinear_forms", BILINEAR_FORMS_COLUMNS, False),
         Entry("qk_spectra", QK_SPECTRA_COLUMNS, False),
+        Entry("fingerprint_null", FINGERPRINT_NULL_COLUMNS, False),  # random draws per head: opt-in alone
     )
 }
 
@@ -80,7 +85,7 @@ def select(spec: str | Iterable[str] | None = None) -> tuple[str, ...]:
         if name == "default":
             chosen |= set(default_metrics())
         elif name == "all":
-            chosen |= set(CATALOGUE)
+            chosen |= set(CATALOGUE) - {"fingerprint_null"}
         elif name == "follow_ups":
             chosen |= {m for f in FOLLOW_UPS for m in (f, *REQUIRES.get(f, ()))}
         elif name in CATALOGUE:
@@ -160,6 +165,7 @@ class Context:
     n_std: float
     dtype: torch.dtype
     rotary_offsets: tuple[int, ...] | None  # None: powers of two below the model's context
+    seed_key: str = ""  # the model's name: what seeds the random draws of a metric (with stack, layer, head)
 
 
 Result = tuple[dict[str, "np.ndarray"], dict[str, "np.ndarray"]]

@@ -157,6 +157,18 @@ COLUMNS: dict[str, Column] = {
         reproduces=(f"{QK_SPECTRA}:eigen_values_stats.KURTOSIS",),
     ),  # fmt: skip
 }
+for _m in ("dir_frac", "D_head", "imag_mass", "henrici"):
+    COLUMNS[f"{_m}_null_mean"] = Column(
+        f"mean of {_m} over the null: the head's singular values in random Haar frames (100 draws seeded by model, "
+        "layer and head)", True, _FOLDED, (f"{FINGERPRINT}:{_m}_null_mean",),
+    )  # fmt: skip
+    COLUMNS[f"{_m}_null_std"] = Column(
+        f"standard deviation (n - 1) of {_m} over the null (theirs: ddof 0)",
+        True,
+        _FOLDED,
+        (f"{FINGERPRINT}:{_m}_null_std",),
+    )
+    COLUMNS[f"{_m}_z"] = Column(f"({_m} - its null mean) / its null std", True, _FOLDED, (f"{FINGERPRINT}:{_m}_z",))
 
 
 def described() -> list[dict]:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 # the modules that register the metrics beyond the paper's two
-from . import bilinear_forms, fingerprint, folded, qk_spectra, rotary, spectra  # noqa: F401
+from . import bilinear_forms, fingerprint, fingerprint_null, folded, qk_spectra, rotary, spectra  # noqa: F401
 from .blocks import AttentionBlock
 from .contracts import SCORE_FIELDS as FIELDS
 from .metric_catalogue import CATALOGUE, PAPER, REGISTERED, Context, Metric, Result, column_order, select
@@ -46,12 +46,14 @@ def measure_block(
     dtype: torch.dtype = torch.float32,
     zero_directionality: bool = False,
     rotary_offsets: Iterable[int] | None = None,
+    seed_key: str = "",
 ) -> Result:
     """(per-head columns [H], per-layer columns [1]) of one block for the selected metrics,
-    on a device already resolved (wqk.scoring.resolve)."""
+    on a device already resolved (wqk.scoring.resolve). seed_key: the model's name, which
+    seeds a metric's random draws (fingerprint_null)."""
     with torch.no_grad():
         factors = block_factors(block, torch.device(device), dtype)
-        return _measure(block, factors, metrics, n_std, dtype, zero_directionality, rotary_offsets)
+        return _measure(block, factors, metrics, n_std, dtype, zero_directionality, rotary_offsets, seed_key)
 
 
 def measure_with_authors(
@@ -84,10 +86,10 @@ def measure_with_authors(
         return exact, paper_scores(tiled, n_std, zero_directionality=True)
 
 
-def _measure(block, factors, metrics, n_std, dtype, zero_directionality, rotary_offsets) -> Result:
+def _measure(block, factors, metrics, n_std, dtype, zero_directionality, rotary_offsets, seed_key="") -> Result:
     offsets = tuple(sorted({int(d) for d in rotary_offsets})) if rotary_offsets is not None else None
     per_head, per_layer = paper_scores(factors, n_std, zero_directionality)
-    ctx = Context(block, factors, n_std, dtype, offsets)
+    ctx = Context(block, factors, n_std, dtype, offsets, seed_key)
     for name in metrics:
         compute = REGISTRY[name].compute
         if compute is not None:

@@ -84,8 +84,9 @@ def score_table(
     rows: list[dict] = []
     for info, block in bar(items, enabled=progress, desc="scoring layers", unit="layer"):
         per_head, per_layer = measure_block(
-            block, chosen, device, n_std, zero_directionality=method == "authors", rotary_offsets=rotary_offsets
-        )
+            block, chosen, device, n_std, zero_directionality=method == "authors", rotary_offsets=rotary_offsets,
+            seed_key=info.model,
+        )  # fmt: skip
         rows += _block_rows(info, block, per_head, per_layer)
     table = to_table(rows)
     return table if method == "exact" else with_method(table, method)
@@ -109,7 +110,9 @@ def score_tables_with_authors(
     for info, block in bar(items, enabled=progress, desc="scoring layers", unit="layer"):
         placed = placements(block)
         if placed is None:
-            per_head, per_layer = measure_block(block, chosen, device, n_std, rotary_offsets=rotary_offsets)
+            per_head, per_layer = measure_block(
+                block, chosen, device, n_std, rotary_offsets=rotary_offsets, seed_key=info.model
+            )
         else:
             (per_head, per_layer), (a_head, a_layer) = measure_with_authors(
                 block, placed.order, chosen, device, n_std, rotary_offsets
