@@ -148,4 +148,4 @@ def test_unknown_metric_in_the_config_stops_the_dry_run(tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode != 0
     assert "config score.metrics: unknown metric 'spectrum'" in out
-    assert "default, all, symmetry, directionality, spectra" in out
+    assert "default, all, follow_ups, symmetry, directionality, spectra" in out

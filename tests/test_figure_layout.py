@@ -227,11 +227,13 @@ RUNS = Path(__file__).parent / "figure_runs"  # snapshots by tests/figure_inputs
 
 SWEEP_FIGURES = {"sweep_dynamics"}  # the quick start sweeps no revisions
 QUANTISATION_FIGURES = {"quantisation_changes"}  # the paper config quantises nothing
+# the paper config computes none of the follow-up papers' families (score.metrics: [default, folded])
+FOLLOW_UP_FIGURES = {"fingerprint_signatures", "head_types", "qk_spectra_signatures"}
 
 
 @pytest.mark.parametrize(
     "run,untrained",
-    [("quickstart", SWEEP_FIGURES), ("rehearsal_sample", QUANTISATION_FIGURES)],
+    [("quickstart", SWEEP_FIGURES), ("rehearsal_sample", QUANTISATION_FIGURES | FOLLOW_UP_FIGURES)],
     ids=["quickstart", "rehearsal"],
 )
 @pytest.mark.slow

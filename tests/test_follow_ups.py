@@ -433,7 +433,8 @@ def test_the_null_draws_the_blocks_of_haar_frames():
     """B = V^T U drawn in r x r (Bartlett) has the distribution of explicit frames' in R^d: the
     known E||B||_F^2 = r^2/d, and the null D_head and dir_frac of a spectrum agree within 5
     standard errors (both ways, d = 10 and d = 5: below 2r, Bartlett's cannot be used)."""
-    from wqk.fingerprint_null import basic, haar_blocks
+    from wqk.fingerprint import basic
+    from wqk.fingerprint_null import haar_blocks
 
     rng = np.random.default_rng(0)
     s = torch.tensor([3.0, 1.0, 0.3], dtype=torch.float64)

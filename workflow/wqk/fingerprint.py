@@ -63,21 +63,25 @@ def folded_forms(ctx: Context) -> HeadForms:
     )
 
 
-def fingerprint_columns(forms: HeadForms, rope=None) -> dict[str, np.ndarray]:
-    fro2 = forms.fro2
+def basic(fro2: torch.Tensor, trace_sq: torch.Tensor, lam: torch.Tensor) -> dict[str, torch.Tensor]:
+    """dir_frac, D_head, imag_mass, henrici from ||M||^2, tr M^2 and M's eigenvalues (also of its null)."""
     fro = fro2.sqrt()
-    safe = torch.where(fro2 > 0, fro2, 1.0)
-    lam, _ = forms.eig
     mod, imag = lam.abs(), lam.imag.abs()
-    out = {
-        "dir_frac": (0.5 * (1 - forms.trace_sq / safe)).clamp_min(0).sqrt(),
+    return {
+        "dir_frac": (0.5 * (1 - trace_sq / torch.where(fro2 > 0, fro2, 1.0))).clamp_min(0).sqrt(),
         "D_head": imag.sum(-1) / (mod.sum(-1) + 1e-300),
         "imag_mass": imag.sum(-1) / (fro + 1e-300),
         "henrici": (fro2 - (mod * mod).sum(-1)).clamp_min(0).sqrt() / (fro + 1e-300),
     }
+
+
+def fingerprint_columns(forms: HeadForms, rope=None) -> dict[str, np.ndarray]:
+    fro2 = forms.fro2
+    lam, _ = forms.eig
+    out = basic(fro2, forms.trace_sq, lam)
     out["cond_eig"] = cond_eig(forms)
-    scale = torch.from_numpy(np.ldexp(1.0, forms.scale)).to(mod)
-    out["spectral_radius_raw"] = mod.amax(-1) * scale
+    scale = torch.from_numpy(np.ldexp(1.0, forms.scale)).to(fro2)
+    out["spectral_radius_raw"] = lam.abs().amax(-1) * scale
     mu = forms.sym_eigenvalues
     mu = torch.where(mu.abs() > SYM_CUT * mu.abs().amax(-1, keepdim=True), mu, 0.0)
     out["content_pos_frac"] = mu.clamp_min(0).sum(-1) / (mu.abs().sum(-1) + 1e-300)

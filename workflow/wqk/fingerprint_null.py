@@ -22,7 +22,7 @@ import hashlib
 import numpy as np
 import torch
 
-from .fingerprint import RANK_CUT, folded_forms
+from .fingerprint import RANK_CUT, basic, folded_forms
 from .metric_catalogue import FINGERPRINT_NULL_COLUMNS, Context, register
 
 DRAWS = 100  # per head (theirs: 300); the z-scores' Monte-Carlo error is about 1/sqrt(2 DRAWS) of z
@@ -48,18 +48,6 @@ def haar_blocks(rng: np.random.Generator, draws: int, r: int, d: int) -> torch.T
     a = torch.from_numpy(a)
     upper = torch.linalg.cholesky(a.mT @ a + torch.from_numpy(w), upper=True)
     return torch.linalg.solve_triangular(upper, a, upper=True, left=False)  # A R^-1
-
-
-def basic(fro2: torch.Tensor, trace_sq: torch.Tensor, lam: torch.Tensor) -> dict[str, torch.Tensor]:
-    """dir_frac, D_head, imag_mass, henrici from ||M||^2, tr M^2 and M's eigenvalues (wqk.fingerprint's)."""
-    fro = fro2.sqrt()
-    mod, imag = lam.abs(), lam.imag.abs()
-    return {
-        "dir_frac": (0.5 * (1 - trace_sq / torch.where(fro2 > 0, fro2, 1.0))).clamp_min(0).sqrt(),
-        "D_head": imag.sum(-1) / (mod.sum(-1) + 1e-300),
-        "imag_mass": imag.sum(-1) / (fro + 1e-300),
-        "henrici": (fro2 - (mod * mod).sum(-1)).clamp_min(0).sqrt() / (fro + 1e-300),
-    }
 
 
 def null_of_head(s: np.ndarray, d: int, rng: np.random.Generator, draws: int = DRAWS) -> dict[str, np.ndarray]:
