@@ -31,7 +31,7 @@ from .catalogue import CatalogueError, check_catalogue, read_catalogue
 from .contracts import CROSS, METRICS, NULL_SUFFIX, SCORES_SCHEMA, quartiles, stack_rank
 from .errors import WqkError
 from .ids import slug as make_slug
-from .metric_catalogue import CATALOGUE, FOLLOW_UPS, order_columns
+from .metric_catalogue import FOLLOW_UP_COLUMNS, order_columns
 from .sweeps import SWEEP_COLUMNS
 
 __all__ = [
@@ -263,7 +263,6 @@ def null_extra_columns(null_scores: pd.DataFrame) -> pd.DataFrame:
     return out if len(out.columns) > len(keys) else pd.DataFrame(columns=keys)
 
 
-FOLLOW_UP_COLUMNS = [c for family in FOLLOW_UPS for c in CATALOGUE[family].columns]
 HEAD_TYPES = {"type_I_plus": 1.0, "type_II": 0.0, "type_I_minus": -1.0}  # wqk.bilinear_forms' head_type
 
 

@@ -56,8 +56,7 @@ def folded_block(b: AttentionBlock, dtype: torch.dtype) -> AttentionBlock:
 def folded_forms(ctx: Context) -> HeadForms:
     """The forms of the fingerprint's input, from float64 factors (their rank cut, 1e-9 of the
     largest singular value, needs them: float32 Grams resolve singular values to about 3e-4)."""
-    b = ctx.block
-    block = folded_block(b, torch.float64) if b.q_gain is not None and b.k_gain is not None else b
+    block = folded_block(ctx.block, torch.float64)
     return memo(
         ctx.factors, "fingerprint", lambda: HeadForms.of(block_factors(block, ctx.factors.qt.device, torch.float64))
     )
@@ -94,13 +93,19 @@ def fingerprint_columns(forms: HeadForms, rope=None) -> dict[str, np.ndarray]:
     return {c: torch.where(defined.to(v.device), v, torch.nan).cpu().numpy().astype(np.float64) for c, v in out.items()}
 
 
+def in_rank(sv2: torch.Tensor) -> torch.Tensor:
+    """[B, k] whether each sigma^2 (descending) is within M's rank: the larger of their cut and the
+    Gram route's resolution (k eps of the largest sigma^2)."""
+    resolved = sv2.shape[-1] * torch.finfo(sv2.dtype).eps
+    return sv2 > max(RANK_CUT**2, resolved) * sv2[..., :1]
+
+
 def cond_eig(forms: HeadForms) -> torch.Tensor:
     """[B] the 2-norm condition number of M's unit right eigenvectors for the r eigenvalues of
     largest modulus, r its rank (singular values above the cut of the largest): as theirs, the
     eigenvectors of its rank-r core; the other k - r eigenvalues of C are the rank deficit's zeros."""
     lam, y = forms.eig
-    resolved = forms.sv2.shape[-1] * torch.finfo(torch.float64).eps
-    rank = (forms.sv2 > max(RANK_CUT**2, resolved) * forms.sv2[..., :1]).sum(-1)
+    rank = in_rank(forms.sv2).sum(-1)
     order = lam.abs().argsort(-1, descending=True)
     y = torch.take_along_dim(y, order[..., None, :], -1)
     out = torch.full((len(lam),), torch.nan, dtype=torch.float64, device=lam.device)

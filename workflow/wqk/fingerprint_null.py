@@ -22,7 +22,7 @@ import hashlib
 import numpy as np
 import torch
 
-from .fingerprint import RANK_CUT, basic, folded_forms
+from .fingerprint import basic, folded_forms, in_rank
 from .metric_catalogue import FINGERPRINT_NULL_COLUMNS, Context, register
 
 DRAWS = 100  # per head (theirs: 300); the z-scores' Monte-Carlo error is about 1/sqrt(2 DRAWS) of z
@@ -74,14 +74,13 @@ def head_fingerprint_null(ctx: Context):
         return {}, {}
     forms = folded_forms(ctx)
     real = basic(forms.fro2, forms.trace_sq, forms.eig[0])
-    sv2 = forms.sv2.cpu().numpy()
+    sv2, kept = forms.sv2.cpu().numpy(), in_rank(forms.sv2).cpu().numpy()
     d = ctx.block.q.shape[1] - (1 if ctx.block.norm_centred and ctx.block.q_gain is not None else 0)
-    resolved = max(RANK_CUT**2, sv2.shape[-1] * np.finfo(np.float64).eps)
     out = {f"{m}_{x}": np.full(len(sv2), np.nan) for m in NULLED for x in ("null_mean", "null_std", "z")}
     for h, row in enumerate(sv2):
         if forms.failed[h] or not row[0] > 0:
             continue
-        s = np.sqrt(row[row > resolved * row[0]])  # their rank cut; the scale is irrelevant: ratios
+        s = np.sqrt(row[kept[h]])  # the head's rank; the scale is irrelevant: ratios
         rng = np.random.default_rng(seed_of(ctx.seed_key, ctx.block.stack, ctx.block.layer, h))
         draws = null_of_head(s / s[0], d, rng)
         for m in NULLED:

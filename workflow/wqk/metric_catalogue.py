@@ -44,6 +44,7 @@ FINGERPRINT_NULL_COLUMNS = tuple(
     f"{m}_{x}" for m in ("dir_frac", "D_head", "imag_mass", "henrici") for x in ("null_mean", "null_std", "z")
 )
 FOLLOW_UPS = ("fingerprint", "bilinear_forms", "qk_spectra")
+FOLLOW_UP_COLUMNS = (*FINGERPRINT_COLUMNS, *BILINEAR_FORMS_COLUMNS, *QK_SPECTRA_COLUMNS)  # the three families'
 # a family that publishes a column another computes selects that one too (their stable_rank: spectra's)
 REQUIRES = {"bilinear_forms": ("spectra",), "fingerprint_null": ("fingerprint",)}
 

@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..aggregate import metric_columns
 from ..contracts import METRICS, NULL_SUFFIX, stack_rank
-from ..metric_catalogue import CATALOGUE, FOLLOW_UPS, SPECTRA_COLUMNS
+from ..metric_catalogue import FOLLOW_UP_COLUMNS, SPECTRA_COLUMNS
 
 DECIMALS = 4
 FEWER_DECIMALS = {"stable_rank": 2, "effective_rank": 2, "spectral_radius": 3, "real_eig_share": 3,
@@ -31,8 +31,6 @@ NULL_QUANTILES = {"q05": 0.05, "q25": 0.25, "q50": 0.5, "q75": 0.75, "q95": 0.95
 # stay in the tables (the robustness table reads them), out of the page's size budget.
 ROTARY_PREFIX = "rotary_symmetry_d"
 SUMMARY = [f"{p}{m}_{s}" for p in ("", "head_") for m in METRICS for s in ("median", "q25", "q75")]
-# the follow-up papers' families, where a run computed them (score.metrics: follow_ups)
-FOLLOW_UP_COLUMNS = {c for family in FOLLOW_UPS for c in CATALOGUE[family].columns}
 
 
 def decimals(column: str) -> int:

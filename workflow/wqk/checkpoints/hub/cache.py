@@ -146,8 +146,7 @@ def _fill(hub: Hub, stage: Path, sha, revision, files, qk_only, progress, local_
     config, config_data = hub_json(hub, "config.json", sha, local_only, force)
     pick = tensor_picker(config_data, tensors)
     kind, weights, indexes = weight_files(hub, sha, files, qk_only, local_only, force, pick)
-    manifest = {"repo_id": hub.repo_id, "revision": revision, "sha": sha, "endpoint": hub.endpoint}
-    manifest["source_files"] = weights
+    manifest = _manifest(hub, sha, revision) | {"source_files": weights}
     if qk_only and kind == "safetensors":
         manifest.update(fetch_qk(hub, sha, weights, stage, progress, pick), mode="qk-ranges")
     else:
@@ -161,8 +160,7 @@ def _fill(hub: Hub, stage: Path, sha, revision, files, qk_only, progress, local_
 def _fill_gguf(hub: Hub, stage: Path, sha, revision, file: str, qk_only, progress, local_only, force, tensors) -> None:
     """As _fill, for one GGUF file: its header and the tensors the record reads (qk_only), else
     the whole file; kept under its own name, the config being its metadata."""
-    manifest = {"repo_id": hub.repo_id, "revision": revision, "sha": sha, "endpoint": hub.endpoint}
-    manifest.update(source_files=[file], format="gguf")
+    manifest = _manifest(hub, sha, revision) | {"source_files": [file], "format": "gguf"}
     local = stage / file.rsplit("/", 1)[-1]
     if qk_only:
         manifest.update(fetch_gguf(hub, sha, file, local, progress, tensors), mode="qk-ranges")
@@ -170,6 +168,11 @@ def _fill_gguf(hub: Hub, stage: Path, sha, revision, file: str, qk_only, progres
         _link(hub.download(file, sha, local_only, force), local)
         manifest["mode"] = "whole-files"
     _finish(hub, stage, sha, manifest)
+
+
+def _manifest(hub: Hub, sha: str, revision) -> dict:
+    """What every cache folder's manifest says of where it came from."""
+    return {"repo_id": hub.repo_id, "revision": revision, "sha": sha, "endpoint": hub.endpoint}
 
 
 def _finish(hub: Hub, stage: Path, sha: str, manifest: dict) -> None:
