@@ -1,0 +1,135 @@
+"""Sites into Attentions, Attentions into a Record.
+
+Names become templates over the layers of one stack: the numbers that vary between the layers
+become fields ({i}, {j}, ...), the constant ones stay (T5's "layer.0" of self-attention); with one
+layer only, its first number is the field. Two weights whose names differ in one part give {p}.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..adapters.record import Attention, Record, Rotary, Tiny
+from ..contracts import stack_rank
+from .calls import Underivable
+from .infer import SiteFacts, objectives
+
+FIELDS = "ijlmnorstuvw"
+
+
+def template(names: list[str]) -> tuple[str, list[tuple[int, ...]]] | None:
+    """(template, each name's field values) for names equal but for numbers; None otherwise."""
+    split = [n.split(".") for n in names]
+    if len({len(p) for p in split}) != 1:
+        return None
+    first = split[0]
+    numeric = [n for n, part in enumerate(first) if part.isdigit()]
+    if any(
+        p[n] != first[n] if n not in numeric else not p[n].isdigit() for p in split for n in range(len(first))
+    ):
+        return None
+    varying = [n for n in numeric if len({p[n] for p in split}) > 1] or numeric[:1]
+    parts = list(first)
+    for field, n in zip(FIELDS, varying):
+        parts[n] = "{" + field + "}"
+    return ".".join(parts), [tuple(int(p[n]) for n in varying) for p in split]
+
+
+def _with_p(tq: str, tk: str) -> tuple[str, tuple[str, str]] | None:
+    """(template with {p}, (q part, k part)) for two templates differing in one dotted part."""
+    qs, ks = tq.split("."), tk.split(".")
+    diff = [n for n, (a, b) in enumerate(zip(qs, ks)) if a != b]
+    if len(qs) != len(ks) or len(diff) != 1:
+        return None
+    n = diff[0]
+    return ".".join([*qs[:n], "{p}", *qs[n + 1 :]]), (qs[n], ks[n])
+
+
+def _weights(group: list[SiteFacts]) -> tuple[str, tuple[str, str], list[tuple[int, ...]]]:
+    q = template([f.q_weight for f in group])
+    k = template([f.k_weight for f in group])
+    if q is None or k is None or q[1] != k[1]:
+        raise Underivable("layout", f"the q/k weights of {group[0].stack} layers are not named alike across layers")
+    if group[0].q_weight == group[0].k_weight:
+        return q[0], ("q_proj", "k_proj"), q[1]
+    split = _with_p(q[0], k[0])
+    if split is None:
+        raise Underivable(
+            "layout", f"q and k weights {group[0].q_weight}, {group[0].k_weight} differ in more than one name part"
+        )
+    return split[0], split[1], q[1]
+
+
+def _norms(group: list[SiteFacts], layers: list[tuple[int, ...]]) -> dict:
+    """norm / first_norm / pre_norm: the norm is kept when it is each layer's own (its varying
+    numbers are the layer's), first_norm when only layer 0's is another."""
+    names = [f.norm for f in group]
+    if all(names):
+        t = template(names)
+        if t is not None and t[1] == layers:
+            return dict(norm=t[0])
+    if len(group) > 1 and all(names[1:]):
+        t = template(names[1:])
+        if t is not None and t[1] == layers[1:] and names[0] and "." in names[0]:
+            return dict(norm=t[0], first_norm=names[0])
+    return dict(norm=None, pre_norm=False, norm_centred=None)
+
+
+def _merge(group: list[SiteFacts]) -> tuple[Attention, list[tuple[int, ...]]]:
+    first = group[0].attention
+    for facts in group[1:]:
+        for f in dataclasses.fields(Attention):
+            if getattr(facts.attention, f.name) != getattr(first, f.name):
+                raise Underivable(
+                    "layout",
+                    f"layers of {group[0].q_weight} differ in {f.name}: {getattr(first, f.name)!r} vs "
+                    f"{getattr(facts.attention, f.name)!r}",
+                )
+    weight, qk, layers = _weights(group)
+    changes = dict(weight=weight, qk=qk, **_norms(group, layers))
+    if changes.get("norm") is None and first.qk_norm is None:
+        changes["gain_offset"] = 0.0
+    k_norms = {f.k_norm for f in group}
+    if len(k_norms) == 1 and (k_norm := k_norms.pop()) is not None:
+        changes["k_norm"] = k_norm
+    if group[0].qk_norm is not None:
+        qn = [template([f.qk_norm[i] for f in group]) for i in (0, 1)]
+        if any(t is None or t[1] != layers for t in qn):
+            raise Underivable("layout", f"the QK-norm gains of {group[0].q_weight} are not each layer's own")
+        changes["qk_norm"] = (qn[0][0], qn[1][0])
+    return dataclasses.replace(first, **changes), layers
+
+
+def layer_numbers(sites: list[SiteFacts]) -> dict[int, tuple[str, int]]:
+    """id(site) -> (stack, layer number as the reader numbers it)."""
+    out = {}
+    for group in _groups(sites).values():
+        _, _, layers = _weights(group)
+        ranks = {v: n for n, v in enumerate(sorted(set(layers)))}
+        for facts, values in zip(group, layers):
+            out[id(facts)] = (facts.stack, values[0] if len(values) == 1 else ranks[values])
+    return out
+
+
+def _groups(sites: list[SiteFacts]) -> dict[tuple[str, str], list[SiteFacts]]:
+    """Sites by stack and weight name shape, each weight once (a shared layer called again counts once)."""
+    groups: dict[tuple[str, str], dict[str, SiteFacts]] = {}
+    for s in sites:
+        shape = ".".join("#" if p.isdigit() else p for p in s.q_weight.split("."))
+        groups.setdefault((s.stack, shape), {}).setdefault(s.q_weight, s)
+    return {k: list(v.values()) for k, v in groups.items()}
+
+
+def attentions(sites: list[SiteFacts], prefixes: tuple[str, ...]) -> tuple[Attention, ...]:
+    """The Attentions of the sites, in stack order."""
+    groups = _groups(sites)
+    keys = sorted(groups, key=lambda k: stack_rank(k[0]))
+    stacks = [k[0] for k in keys]
+    if len(set(stacks)) != len(stacks):
+        raise Underivable("layout", f"several weight templates in one stack ({stacks}): the layers' order is unknown")
+    return tuple(dataclasses.replace(_merge(groups[k])[0], prefixes=prefixes) for k in keys)
+
+
+def record(model_type: str, sites: list[SiteFacts], prefixes, rope: Rotary | None, tiny: Tiny) -> Record:
+    atts = attentions(sites, prefixes)
+    return Record(model_type, atts, objectives({a.stack for a in atts}), rope=rope, tiny=tiny)

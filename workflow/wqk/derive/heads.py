@@ -1,0 +1,86 @@
+"""Which config field sets the head counts an attention call shows.
+
+The tiny config gives every head-count field a value of its own (shrink.HEAD_COUNTS), so the count
+seen in the forward names one field of the attention's own config (the config of the innermost
+model or module around it that has one), reached from the root config by a dotted path
+("text_config.num_attention_heads").
+"""
+
+from __future__ import annotations
+
+import re
+
+from .calls import Underivable
+from .trace import ModuleCall, Trace
+
+HEADS = re.compile(r"head")
+KV = re.compile(r"(key_value|kv|query_group|multi_query|n_head_kv)")
+
+
+def config_path(root, target, prefix: str = "") -> str | None:
+    """The dotted path from config root to the config object target ("" for root itself)."""
+    from transformers import PretrainedConfig
+
+    if target is root:
+        return prefix
+    for key, value in vars(root).items():
+        if isinstance(value, PretrainedConfig):
+            found = config_path(value, target, f"{prefix}{key}.")
+            if found is not None:
+                return found
+    return None
+
+
+def _owner_config(trace: Trace, call: ModuleCall, root):
+    """The config of the innermost module at or around the call that holds one."""
+    from transformers import PretrainedConfig
+
+    index = call.index
+    while index is not None:
+        c = trace.calls[index]
+        config = getattr(c.module, "config", None)
+        if isinstance(config, PretrainedConfig) and config_path(root, config) is not None:
+            return config
+        index = c.parent
+    return root
+
+
+def _keys_equal(config, value: int, pattern: re.Pattern, exclude: re.Pattern | None = None) -> list[str]:
+    own = config.to_dict()
+    return [
+        k
+        for k, v in own.items()
+        if isinstance(v, int)
+        and not isinstance(v, bool)
+        and v == value
+        and pattern.search(k)
+        and not (exclude and exclude.search(k))
+    ]
+
+
+def head_keys(trace: Trace, root):
+    """A function (attention call, heads, kv heads) -> (heads key, kv key or None, multi_query)."""
+
+    def keys(call: ModuleCall, heads: int, kv: int):
+        config = _owner_config(trace, call, root)
+        path = config_path(root, config) or ""
+        found = _keys_equal(config, heads, HEADS, KV)
+        if len(found) != 1:
+            raise Underivable(
+                "config",
+                f"{call.name}: {len(found)} head-count fields of {type(config).__name__} equal the {heads} heads "
+                f"seen ({found})",
+            )
+        heads_key = path + found[0]
+        if kv == heads:
+            return heads_key, None, False
+        kv_found = _keys_equal(config, kv, KV)
+        if len(kv_found) == 1:
+            return heads_key, path + kv_found[0], False
+        if kv == 1:
+            return heads_key, None, True
+        raise Underivable(
+            "config", f"{call.name}: no key-head field of {type(config).__name__} equals the {kv} key heads seen"
+        )
+
+    return keys

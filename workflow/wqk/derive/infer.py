@@ -1,0 +1,202 @@
+"""A Record from the attention calls of a traced forward: templates, layout, heads, norms, stacks.
+
+Each attention call gives one site (a layer of one stack); sites with the same weight template and
+stack become one `Attention`. What each field means is record.Attention's; here is only how it is
+read off the forward:
+- template: the q (and k) weight's name, its numbers as fields; {p} where the q and k names differ;
+- fused: None for two weights, else the rows the product read (FUSED), "kv" for [k | v];
+- heads: the config field (of the attention's own model config) equal to the head count seen;
+- norm: the 1-d-weight module whose output the q projection read, when that module is in the same
+  layer (pre-norm); gain_offset and norm_centred from its output against its input;
+- qk_norm: the norm module between projection and product;
+- stack: "cross" when keys read another input, else "decoder" under a causal mask, "encoder"
+  under none.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+
+from ..adapters.record import AR, BI, Attention
+from .build import B
+from .calls import AttentionCall, Side, Underivable
+from .trace import ModuleCall, Trace
+
+HEAD_FIELDS = re.compile(r"head")
+
+
+@dataclass
+class SiteFacts:
+    """One attention call, read into the fields of an Attention: `attention` holds every field
+    but the names, which are kept whole here (assemble makes them templates over the layers)."""
+
+    stack: str
+    attention: Attention
+    q_weight: str
+    k_weight: str
+    norm: str | None  # the pre-norm's gain (None: no norm feeds the q projection)
+    k_norm: str | None  # cross-attention: the gain of the norm the keys read
+    qk_norm: tuple[str, str] | None
+    heads: int
+    kv_heads: int
+    scale: float
+    factor: float
+    position_terms: bool
+    extra_logits: int
+    mask: str
+
+
+def _layout(q: Side, k: Side, heads: int, kv_of: list[int], c: int, fused: bool) -> str | None:
+    """The FUSED layout name of the rows the product read; raises when none fits."""
+    kv = max(kv_of) + 1
+    rows_q = [r for head in q.rows for r in head]
+    rows_k = {g: k.rows[h] for h, g in enumerate(kv_of)}
+    want_q = [h * c + j for h in range(heads) for j in range(c)]
+    if not fused:
+        if rows_q != want_q:
+            return _no_layout("query", q)
+        if any(rows_k[g] != [g * c + j for j in range(c)] for g in rows_k):
+            return _no_layout("key", k)
+        out_k = k.projection.out.shape[-1]
+        return "kv" if out_k == 2 * kv * c else None
+    layouts = {
+        "blocks": (want_q, lambda g: [heads * c + g * c + j for j in range(c)]),
+        "per_head": ([h * 3 * c + j for h in range(heads) for j in range(c)], lambda g: [g * 3 * c + c + j for j in range(c)]),
+        "grouped": (
+            [(h // (heads // kv)) * (heads // kv + 2) * c + (h % (heads // kv)) * c + j for h in range(heads) for j in range(c)],
+            lambda g: [g * (heads // kv + 2) * c + (heads // kv) * c + j for j in range(c)],
+        ),
+    }  # fmt: skip
+    for name, (qs, ks) in layouts.items():
+        if name == "per_head" and kv != heads:
+            continue
+        if rows_q == qs and all(rows_k[g] == ks(g) for g in rows_k):
+            return name
+    raise Underivable("layout", f"a fused q/k/v weight {q.projection.weight} read in an order no FUSED layout names")
+
+
+def _no_layout(what: str, side: Side):
+    first = side.rows[0][:4]
+    raise Underivable("layout", f"the {what} rows of {side.projection.weight} are read in another order ({first}...)")
+
+
+def _kv_of(q: Side, k: Side, c: int, heads: int) -> list[int]:
+    """The key head each query head reads, checked to be h // (H / H_kv) (transformers' repeat_kv)."""
+    starts = [min(rows) for rows in k.rows]
+    distinct = sorted(set(starts))
+    kv_of = [distinct.index(s) for s in starts]
+    kv = len(distinct)
+    if heads % kv or kv_of != [h // (heads // kv) for h in range(heads)]:
+        raise Underivable("layout", f"query heads read key heads {kv_of}, not in groups of consecutive heads")
+    return kv_of
+
+
+def _is_norm_output(call: ModuleCall, x: torch.Tensor) -> bool:
+    out = call.output
+    return isinstance(out, torch.Tensor) and out.numel() == x.numel() and torch.equal(out.reshape(x.shape), x)
+
+
+def _gain(call: ModuleCall) -> torch.nn.Parameter | None:
+    params = [p for n, p in call.module.named_parameters(recurse=False) if p.ndim == 1 and n == "weight"]
+    return params[0] if params else None
+
+
+def _norm_source(trace: Trace, x: torch.Tensor, before: int) -> ModuleCall | None:
+    """The last module call with a gain whose output is x (the norm feeding a projection)."""
+    for call in reversed(trace.calls):
+        if call.seq_end <= before and _gain(call) is not None and _is_norm_output(call, x):
+            return call
+    return None
+
+
+_EPS = ("eps", "variance_epsilon", "epsilon", "layer_norm_eps", "norm_eps")
+
+
+def norm_kind(call: ModuleCall) -> tuple[float, bool]:
+    """(gain offset, centred) of a norm call: its output = normalise(input) * (gain + offset) + bias,
+    normalise an RMSNorm's or (centred) a LayerNorm's; raises when neither fits."""
+    x = (call.args[0] if call.args else next(iter(call.kwargs.values()))).double()
+    y = call.output.double()
+    names = dict(call.module.named_parameters(recurse=False))
+    w = names["weight"].double()
+    bias = names.get("bias")
+    if bias is not None:
+        y = y - bias.double()
+    module = call.module
+    eps = next((getattr(module, a) for a in _EPS if isinstance(getattr(module, a, None), float)), 0.0)
+    for centred in (False, True):
+        z = x - x.mean(-1, keepdim=True) if centred else x
+        n = z / (z.pow(2).mean(-1, keepdim=True) + eps).sqrt()
+        g = (y * n).sum(dim=tuple(range(y.ndim - 1))) / (n * n).sum(dim=tuple(range(y.ndim - 1)))
+        if (y - n * g).norm() <= 1e-4 * y.norm():
+            for offset in (0.0, 1.0):
+                if (g - (w + offset)).abs().max() <= 1e-4 * g.abs().max():
+                    return offset, centred
+    raise Underivable("layout", f"{call.name} ({type(call.module).__name__}) is no RMSNorm or LayerNorm of its gain")
+
+
+def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
+    """The Attention fields of one attention call (config_keys: its head count -> config key)."""
+    q, k = call.q, call.k
+    c, heads = call.head_dim, call.heads
+    kv_of = _kv_of(q, k, c, heads)
+    kv = max(kv_of) + 1
+    fused = q.projection.weight == k.projection.weight
+    if q.projection.conv1d != k.projection.conv1d:
+        raise Underivable("layout", f"{q.projection.weight} and {k.projection.weight} are stored differently")
+    layout = _layout(q, k, heads, kv_of, c, fused)
+    stack = "cross" if call.cross else {"causal": "decoder", "full": "encoder"}.get(call.mask)
+    if stack is None:
+        raise Underivable("layout", f"{call.call.name}: a mask neither causal nor open (a prefix-LM mask?)")
+    heads_key, kv_key, multi_query = config_keys(call.call, heads, kv)
+    norm = _norm_source(trace, q.projection.x, q.projection.seq)
+    gain_offset, centred = norm_kind(norm) if norm is not None else (0.0, None)
+    k_norm = None
+    if call.cross and (source := _norm_source(trace, k.projection.x, k.projection.seq)) is not None:
+        k_norm = source.name + ".weight"
+    qk_norm, qk_centred = None, False
+    if (q.norm is None) != (k.norm is None):
+        raise Underivable("layout", f"{call.call.name}: a QK-norm on only one of queries and keys")
+    if q.norm is not None:
+        qk_norm = (q.norm.name + ".weight", k.norm.name + ".weight")
+        offset, qk_centred = norm_kind(q.norm)
+        if norm is not None and offset != gain_offset:
+            raise Underivable("layout", f"{call.call.name}: the QK-norm's gain offset differs from the pre-norm's")
+        gain_offset = offset
+    attention = Attention(
+        stack,
+        "{i}" if fused else "{i}.{p}",  # the names are made templates in assemble
+        fused=layout,
+        conv1d=q.projection.conv1d,
+        heads=(heads_key,),
+        kv_heads=(kv_key,) if kv_key else (),
+        multi_query=multi_query,
+        bias=_bias(q, k),
+        gain_offset=gain_offset,
+        norm_centred=centred,
+        qk_norm_centred=qk_centred,
+    )
+    return SiteFacts(
+        stack, attention, q.projection.weight, k.projection.weight, norm.name + ".weight" if norm else None,
+        k_norm, qk_norm, heads, kv, call.scale, q.factor * k.factor, call.position_terms, call.extra_logits, call.mask,
+    )  # fmt: skip
+
+
+def _bias(q: Side, k: Side) -> str | None:
+    """The bias template: DERIVED where the bias sits beside the weight, else its own template."""
+    from ..adapters.record import DERIVED
+
+    names = {s.projection.bias for s in (q, k)} - {None}
+    if not names:
+        return None
+    expected = {s.projection.weight.rpartition("weight")[0] + "bias" for s in (q, k)}
+    if names <= expected:
+        return DERIVED
+    raise Underivable("layout", f"q/k biases {sorted(names)} are not named after their weights")
+
+
+def objectives(stacks: set[str]) -> dict[str, str]:
+    return {s: (AR if s == "decoder" else BI) for s in stacks if s != "cross"}

@@ -1,0 +1,160 @@
+"""A tiny config of a model type: the structure of a real (or default) config, its sizes shrunk.
+
+Kept: every flag and choice (layout flags, multi-query, QK-norm, rope type and partial rotary,
+sliding window, tied layers, layer types), so the tiny model runs the same code paths as the
+checkpoint. Shrunk: widths, depths, vocabularies, experts, image sizes. Head counts are set to
+distinct values per config field (HEAD_COUNTS), so that the head count seen in the forward names
+the one field that sets it. Per-type exceptions are in HINTS (a few keys each, with the reason).
+"""
+
+from __future__ import annotations
+
+import re
+
+WIDTH = 48  # divisible by every head count below
+HEAD_DIM = 8
+HEAD_COUNTS = (6, 4, 3, 2, 12, 8)  # query-head counts handed out to the head fields, in order
+KV_HEADS = {6: 2, 4: 2, 3: 1, 2: 1, 12: 3, 8: 2}  # a key-head count that divides each (and differs from it)
+LAYERS = 2
+VOCAB = 128
+
+WIDTH_KEYS = re.compile(
+    r"^(hidden_size|d_model|n_embd|n_embed|embed_dim|dim|hidden_dim|model_dim|d_embed|width|embedding_size"
+    r"|emb_dim|hidden_channels)$"
+)
+FFN_KEYS = re.compile(r"(intermediate_size|ffn_dim|^d_ff$|mlp_dim|feed_forward_size|^n_inner$|^ffn_hidden_size$)")
+HEAD_KEYS = re.compile(r"^(num_attention_heads|n_head|n_heads|num_heads|attention_heads|(encoder|decoder)_attention_heads)$")
+KV_KEYS = re.compile(r"^(num_key_value_heads|n_kv_heads|num_kv_heads|multi_query_group_num|n_head_kv|num_kv)$")
+HEAD_DIM_KEYS = re.compile(r"^(head_dim|d_kv|kv_channels|attention_head_dim|d_head|attention_head_size)$")
+LAYER_KEYS = re.compile(
+    r"^(num_hidden_layers|n_layer|n_layers|num_layers|encoder_layers|decoder_layers|num_decoder_layers"
+    r"|num_encoder_layers|depth)$"
+)
+EXPERT_KEYS = re.compile(r"^(num_experts|num_local_experts|n_routed_experts|moe_num_experts|num_routed_experts)$")
+TOPK_KEYS = re.compile(r"^(num_experts_per_tok|moe_topk|top_k|num_selected_experts|moe_k)$")
+TOKEN_KEYS = re.compile(r"(_token_id|_token_index|_token_ids)$")
+
+# model_type -> config keys to set after the generic shrinking (why: where it is not obvious)
+HINTS: dict[str, dict] = {}
+
+
+class _Counts:
+    """Hands out distinct head counts across every config of a model."""
+
+    def __init__(self):
+        self.next = iter(HEAD_COUNTS)
+
+    def take(self) -> int:
+        return next(self.next, 2)
+
+
+def _is_sub(v) -> bool:
+    return isinstance(v, dict) and "model_type" in v
+
+
+def _shrink_dict(own: dict, counts: _Counts) -> dict:
+    """One config's fields (its sub-configs shrunk in turn)."""
+    out = dict(own)
+    widths = {v for k, v in own.items() if WIDTH_KEYS.match(k) and isinstance(v, int) and not isinstance(v, bool)}
+    first_heads = None
+    for k, v in own.items():
+        if isinstance(v, int) and not isinstance(v, bool) and HEAD_KEYS.match(k):
+            out[k] = counts.take()
+            first_heads = first_heads or out[k]
+    for k, v in own.items():
+        if _is_sub(v):
+            out[k] = _shrink_dict(v, counts)
+        if not isinstance(v, int) or isinstance(v, bool) or HEAD_KEYS.match(k):
+            continue
+        if WIDTH_KEYS.match(k) or (
+            v in widths
+            and v >= 64
+            and re.search(r"(size|dim|channels)$", k)
+            and not re.search(r"(vocab|position|image|patch|window|kernel|head|stride)", k)
+        ):
+            out[k] = WIDTH
+        elif FFN_KEYS.search(k):
+            out[k] = 2 * WIDTH
+        elif KV_KEYS.match(k):
+            out[k] = KV_HEADS.get(first_heads or 6, 1)
+        elif HEAD_DIM_KEYS.match(k):
+            out[k] = HEAD_DIM
+        elif LAYER_KEYS.match(k):
+            out[k] = min(v, LAYERS) if v > 0 else v
+        elif EXPERT_KEYS.match(k):
+            out[k] = min(v, 4)
+        elif TOPK_KEYS.match(k):
+            out[k] = min(v, 2)
+        elif k == "vocab_size" and v > VOCAB:
+            out[k] = VOCAB
+        elif k == "image_size" and v > 32:
+            out[k] = 32
+        elif k == "patch_size" and v > 8:
+            out[k] = 8
+        elif k == "sliding_window" and v > 4:
+            out[k] = 4
+        elif re.search(r"moe_intermediate_size|shared_expert_intermediate_size", k):
+            out[k] = WIDTH
+    if isinstance(out.get("vocab_size"), int):
+        _remap_token_ids(out, out["vocab_size"])
+    _shrink_layer_lists(out)
+    return out
+
+
+def _remap_token_ids(out: dict, vocab: int) -> None:
+    """Special token ids past the shrunk vocabulary, moved to distinct ids inside it."""
+    spare = iter(range(vocab - 1, 2, -1))
+    seen: dict[int, int] = {}
+
+    def inside(i):
+        if not isinstance(i, int) or isinstance(i, bool) or i < vocab:
+            return i
+        if i not in seen:
+            seen[i] = next(spare)
+        return seen[i]
+
+    for k, v in list(out.items()):
+        if TOKEN_KEYS.search(k):
+            out[k] = [inside(i) for i in v] if isinstance(v, (list, tuple)) else inside(v)
+    for k in ("begin_suppress_tokens", "suppress_tokens"):
+        if k in out:
+            out[k] = None
+
+
+def _shrink_layer_lists(out: dict) -> None:
+    """layer_types cut to the shortest prefix holding every kind it lists (at least the layer count)."""
+    types = out.get("layer_types")
+    n = out.get("num_hidden_layers")
+    if isinstance(types, (list, tuple)) and types and isinstance(n, int):
+        kinds = set(types)
+        cut = next(end for end in range(1, len(types) + 1) if set(types[:end]) == kinds)
+        cut = max(cut, n)
+        out["num_hidden_layers"] = cut
+        out["layer_types"] = list(types[:cut])
+
+
+def _apply_hints(d: dict, hints: dict) -> None:
+    for key, value in hints.items():
+        node = d
+        *path, last = key.split(".")
+        for part in path:
+            node = node[part]
+        node[last] = value
+
+
+def shrink(config):
+    """A shrunk copy of a transformers config (and of its sub-configs)."""
+    d = _shrink_dict(config.to_dict(), _Counts())
+    _apply_hints(d, HINTS.get(config.model_type, {}))
+    d.pop("transformers_version", None)
+    return type(config).from_dict(d)
+
+
+def tiny_config(model_type: str, fields: dict | None = None):
+    """The tiny config of model_type: from config.json fields when given (a checkpoint's
+    structure), else from the config class's defaults."""
+    import transformers
+
+    fields = {k: v for k, v in (fields or {}).items() if k != "model_type"}
+    config = transformers.AutoConfig.for_model(model_type, **fields)
+    return shrink(config)

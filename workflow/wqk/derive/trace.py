@@ -1,0 +1,236 @@
+"""What a model's own forward does around each attention product, recorded op by op.
+
+`Tracer` runs a forward under a TorchFunctionMode and module hooks, and keeps:
+- every projection: a call of linear (nn.Linear, packed in-projections), addmm (GPT-2's Conv1D)
+  or matmul with a weight parameter, with its input and output and the parameter's name;
+- every product of two activations (matmul, bmm, einsum of two operands), with its operands as
+  A [..., Tq, c] and K [..., Tk, c] (out = A K^T);
+- every softmax input (eager attention), and every scaled_dot_product_attention call as the
+  product and the scores the eager path would have computed (models that always call SDPA);
+- the inputs and output of every module call (norms, attention modules), with the stack of
+  module calls each op ran in.
+Nothing here knows a model type: derive.infer reads the events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import string
+from dataclasses import dataclass, field
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+F = torch.nn.functional
+
+
+@dataclass
+class Projection:
+    seq: int
+    calls: tuple[int, ...]  # the module calls open when it ran (indices into Trace.calls)
+    weight: str  # parameter name
+    bias: str | None
+    conv1d: bool  # weight [in, out] (addmm, x @ W), not nn.Linear's [out, in]
+    x: torch.Tensor  # input [..., d_in]
+    out: torch.Tensor  # output [..., d_out]
+
+
+@dataclass
+class Product:
+    seq: int
+    calls: tuple[int, ...]
+    a: torch.Tensor  # [..., Tq, c]
+    k: torch.Tensor  # [..., Tk, c]
+    out: torch.Tensor  # [..., Tq, Tk]
+
+
+@dataclass
+class Softmax:
+    seq: int
+    calls: tuple[int, ...]
+    scores: torch.Tensor  # the softmax input
+    product: Product | None = None  # set for an SDPA call: its own product
+
+
+@dataclass
+class ModuleCall:
+    index: int
+    name: str
+    module: torch.nn.Module
+    args: tuple
+    kwargs: dict
+    parent: int | None
+    output: object = None
+    seq_start: int = 0
+    seq_end: int = 0
+
+
+@dataclass
+class Trace:
+    projections: list[Projection] = field(default_factory=list)
+    products: list[Product] = field(default_factory=list)
+    softmaxes: list[Softmax] = field(default_factory=list)
+    calls: list[ModuleCall] = field(default_factory=list)
+
+
+_MATMULS = {"matmul", "__matmul__", "bmm", "baddbmm"}
+_SOFTMAX = {"softmax"}
+
+
+def _keep(t: torch.Tensor) -> torch.Tensor:
+    """A copy: the model may change a tensor in place after the op (attn_weights += mask)."""
+    return t.detach().clone()
+
+
+def _name(func) -> str:
+    return getattr(func, "__name__", "")
+
+
+class Tracer(TorchFunctionMode):
+    """Records a forward's events (see the module docstring) into `trace`."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.trace = Trace()
+        self.params = {id(p): n for n, p in model.named_parameters(remove_duplicate=False)}
+        self.open: list[int] = []
+        self.seq = 0
+        self._inside = 0
+        self._handles = []
+        names = {id(m): n for n, m in model.named_modules(remove_duplicate=False)}
+        for module in model.modules():
+            self._handles.append(module.register_forward_pre_hook(self._pre(names[id(module)]), with_kwargs=True))
+            self._handles.append(module.register_forward_hook(self._post, with_kwargs=True, always_call=True))
+
+    def close(self):
+        for h in self._handles:
+            h.remove()
+
+    def _pre(self, name):
+        def hook(module, args, kwargs):
+            call = ModuleCall(len(self.trace.calls), name, module, args, dict(kwargs), self.open[-1] if self.open else None)
+            call.seq_start = self.seq
+            self.trace.calls.append(call)
+            self.open.append(call.index)
+
+        return hook
+
+    def _post(self, module, args, kwargs, output):
+        if self.open:
+            call = self.trace.calls[self.open.pop()]
+            call.output = output
+            call.seq_end = self.seq
+
+    def _param(self, t) -> str | None:
+        return self.params.get(id(t)) if isinstance(t, torch.nn.Parameter) else None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self._inside:  # an op called from inside another one (F.softmax -> Tensor.softmax)
+            return func(*args, **kwargs)
+        self._inside += 1
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            self._inside -= 1
+        with torch._C.DisableTorchFunction():
+            self._record(_name(func), args, kwargs, out)
+        return out
+
+    def _record(self, name: str, args, kwargs, out):
+        calls = tuple(self.open)
+        self.seq += 1
+        if name == "linear":
+            x, w = args[0], args[1] if len(args) > 1 else kwargs["weight"]
+            b = args[2] if len(args) > 2 else kwargs.get("bias")
+            if (wn := self._param(w)) is not None and w.ndim == 2:
+                self.trace.projections.append(Projection(self.seq, calls, wn, self._param(b), False, _keep(x), _keep(out)))
+        elif name == "addmm":
+            b, x, w = args[:3]
+            if (wn := self._param(w)) is not None:
+                self.trace.projections.append(Projection(self.seq, calls, wn, self._param(b), True, _keep(x), _keep(out)))
+        elif name in _MATMULS:
+            a, b = (args[1], args[2]) if name == "baddbmm" else (args[0], args[1])
+            if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+                return
+            if (wn := self._param(b)) is not None and b.ndim == 2:
+                self.trace.projections.append(Projection(self.seq, calls, wn, None, True, _keep(a), _keep(out)))
+            elif self._param(a) is None and a.ndim >= 3 and b.ndim >= 3:
+                self.trace.products.append(Product(self.seq, calls, _keep(a), _keep(b.transpose(-1, -2)), _keep(out)))
+        elif name == "einsum":
+            self._einsum(calls, args, out)
+        elif name in _SOFTMAX:
+            x = args[0]
+            if isinstance(x, torch.Tensor) and x.ndim >= 3:
+                self.trace.softmaxes.append(Softmax(self.seq, calls, x.detach().clone()))
+        elif name == "scaled_dot_product_attention":
+            self._sdpa(calls, args, kwargs)
+
+    def _einsum(self, calls, args, out):
+        eq, ops = args[0], args[1:]
+        if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
+            ops = tuple(ops[0])
+        if not isinstance(eq, str) or len(ops) != 2 or "->" not in eq or "..." in eq:
+            return
+        ins, target = eq.replace(" ", "").split("->")
+        sa, sb = ins.split(",")
+        contracted = [c for c in sa if c in sb and c not in target]
+        if len(contracted) != 1 or any(self._param(o) is not None for o in ops) or len(target) < 3:
+            return
+        c = contracted[0]
+        i, j = target[-2], target[-1]
+        if i not in sa or j not in sb:
+            return
+        batch = target[:-2]
+        if any(ch not in sa or ch not in sb for ch in batch):
+            return
+        a = torch.einsum(f"{sa}->{batch}{i}{c}", ops[0])
+        k = torch.einsum(f"{sb}->{batch}{j}{c}", ops[1])
+        self.trace.products.append(Product(self.seq, calls, a, k, _keep(out)))
+
+    def _sdpa(self, calls, args, kwargs):
+        names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+        bound = dict(zip(names, args), **kwargs)
+        q, k = bound["query"], bound["key"]
+        if q.shape[-3] != k.shape[-3]:  # enable_gqa: key heads shared by groups of query heads
+            k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)
+        scale = bound.get("scale") or 1 / math.sqrt(q.shape[-1])
+        out = q @ k.transpose(-1, -2)
+        scores = out * scale
+        tq, tk = q.shape[-2], k.shape[-2]
+        if bound.get("is_causal"):
+            open_ = torch.ones(tq, tk, dtype=torch.bool).tril(tk - tq)
+            scores = scores.masked_fill(~open_, -math.inf)
+        mask = bound.get("attn_mask")
+        if mask is not None:
+            scores = scores.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else scores + mask
+        product = Product(self.seq, calls, _keep(q), _keep(k), out)
+        self.trace.products.append(product)
+        self.trace.softmaxes.append(Softmax(self.seq, calls, scores, product))
+
+
+@contextlib.contextmanager
+def tracing(model: torch.nn.Module):
+    """Trace the forward passes run inside the block: yields the Trace."""
+    tracer = Tracer(model)
+    try:
+        with torch.no_grad(), tracer:
+            yield tracer.trace
+    finally:
+        tracer.close()
+
+
+def numbered(name: str) -> tuple[str, tuple[int, ...]]:
+    """A dotted name as a template with one field per number, and the numbers:
+    "layers.3.attn.q.weight" -> ("layers.{i}.attn.q.weight", (3,))."""
+    parts, values, fields = name.split("."), [], iter("ijlmnorstuvw")
+    for n, part in enumerate(parts):
+        if part.isdigit():
+            values.append(int(part))
+            parts[n] = "{" + next(fields) + "}"
+    return ".".join(parts), tuple(values)
+
+
+def template_fields(template: str) -> list[str]:
+    return [f for _, f, _, _ in string.Formatter().parse(template) if f]

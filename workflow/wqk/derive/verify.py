@@ -1,0 +1,144 @@
+"""The logits test of a derived record: the record's blocks, read from the tiny model's saved
+checkpoint by the generic reader, against the scores the model itself computed.
+
+For every attention call of a traced forward, with x and y the inputs of its q and k projections
+and Q_h, K_h, b_q, b_k the block's factors and biases, the model's softmax input must be
+
+    s * (x Q_h + b_q)(y K_kv(h) + b_k)^T  + c(b, h, i) + p(h, i, j)
+
+for one scale s on every open position: c is constant along each row (softmax does not see it),
+p does not depend on the tokens (ALiBi, relative position tables). QK-norm blocks (the gains
+folded): the same up to a positive factor per query token and one per key token (the norm's
+scalings). With real positions and the block's rope, x_i Q_h R(j - i) K_h^T y_j in place of the
+plain form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..blocks import AttentionBlock
+from .calls import AttentionCall, Side, Underivable, _fit_scale, _heads_view, _open_positions
+from .build import B
+from .trace import ModuleCall, Trace
+
+# the reader's factors are float32 (the tiny model's float64 weights rounded): a wrong row, head
+# or transpose is off by O(1), rounding by ~1e-7
+TOL = 1e-5
+
+
+def expected_form(block: AttentionBlock, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x Q_h + b_q) and (y K_kv(h) + b_k) per query head: [B, H, T, c] each, float64."""
+    x, y = (t.reshape(B, -1, t.shape[-1]).double() for t in (x, y))  # Conv1D's addmm sees [B*T, d]
+    q = torch.einsum("btd,hdc->bhtc", x, block.q.double())
+    k = torch.einsum("btd,hdc->bhtc", y, block.k_per_query_head().double())
+    if block.q_bias is not None:
+        q = q + block.q_bias.double()[None, :, None, :]
+    if block.k_bias is not None:
+        kb = block.k_bias.double()
+        group = block.n_heads // block.n_kv_heads
+        k = k + kb.repeat_interleave(group, dim=0)[None, :, None, :]
+    return q, k
+
+
+def rotated(q: torch.Tensor, k: torch.Tensor, rope) -> torch.Tensor:
+    """sum over dims of q_i R(j - i) k_j (the rotary pairs of rope's layout rotated by (j - i)
+    inv_freq; dims past the rotary dim as they are)."""
+    n = len(rope.inv_freq)
+    a = torch.arange(n) if rope.layout == "half" else 2 * torch.arange(n)
+    b = a + n if rope.layout == "half" else a + 1
+    rest = torch.arange(2 * n, q.shape[-1])
+    tq, tk = q.shape[2], k.shape[2]
+    offset = (torch.arange(tk)[None, :] - torch.arange(tq)[:, None] - (tk - tq)).double()
+    angle = offset[..., None] * torch.tensor(rope.inv_freq, dtype=torch.float64)
+    c, s = angle.cos(), angle.sin()
+    qa, qb = q[..., a][:, :, :, None], q[..., b][:, :, :, None]
+    ka, kb = k[..., a][:, :, None], k[..., b][:, :, None]
+    out = (qa * (c * ka - s * kb) + qb * (s * ka + c * kb)).sum(-1)
+    return out + q[..., rest] @ k[..., rest].transpose(-1, -2)
+
+
+@dataclass
+class Seen:
+    """What one attention call of a forward saw: its q and k projections' inputs, its scores, and
+    for a QK-norm the norm's scaling of each query and key token [B, H, T] (None: no QK-norm)."""
+
+    name: str
+    x: torch.Tensor
+    y: torch.Tensor
+    scores: torch.Tensor
+    q_scaling: torch.Tensor | None = None
+    k_scaling: torch.Tensor | None = None
+
+
+def _scaling(call: ModuleCall, tokens: int) -> torch.Tensor:
+    """1 / the norm's divisor per token and head: rms (or std, for a LayerNorm) plus eps."""
+    from .infer import _EPS, norm_kind
+
+    x = (call.args[0] if call.args else next(iter(call.kwargs.values()))).double()
+    _, centred = norm_kind(call)
+    eps = next((getattr(call.module, a) for a in _EPS if isinstance(getattr(call.module, a, None), float)), 0.0)
+    z = x - x.mean(-1, keepdim=True) if centred else x
+    scale = 1 / (z.pow(2).mean(-1) + eps).sqrt()  # [B, T, H] or [B, H, T]
+    if scale.ndim == 2:  # one norm over all heads' dims together: [B, T]
+        return scale[:, None, :]
+    return scale.transpose(1, 2) if scale.shape[1] == tokens and scale.shape[2] != tokens else scale
+
+
+def _norm_input_call(side: Side, trace: Trace | None, first: Trace | None) -> ModuleCall | None:
+    if side.norm is None:
+        return None
+    if trace is None:
+        return side.norm
+    same = [c for c in first.calls if c.name == side.norm.name]
+    again = [c for c in trace.calls if c.name == side.norm.name]
+    return again[same.index(side.norm)]
+
+
+def seen(call: AttentionCall, again: Trace | None = None, first: Trace | None = None) -> Seen:
+    """The call's Seen in its own forward, or (again, first: the traces) in another forward."""
+    scalings = [
+        _scaling(n, t) if (n := _norm_input_call(side, again, first)) is not None else None
+        for side, t in ((call.q, call.product.a.shape[-2]), (call.k, call.product.k.shape[-2]))
+    ]
+    if again is None:
+        return Seen(call.call.name, call.q.projection.x, call.k.projection.x, call.softmax.scores, *scalings)
+    xs = []
+    for side in (call.q, call.k):
+        before = [p for p in first.projections if p.weight == side.projection.weight]
+        after = [p for p in again.projections if p.weight == side.projection.weight]
+        xs.append(after[next(i for i, p in enumerate(before) if p is side.projection)].x)
+    scores = again.softmaxes[first.softmaxes.index(call.softmax)].scores
+    return Seen(call.call.name, xs[0], xs[1], scores, *scalings)
+
+
+def replayed(calls: list[AttentionCall], first: Trace, again: Trace) -> list[Seen]:
+    """The same attention calls in another forward of the model (other positions): each
+    projection and norm found by its name and how many calls of it ran before, the softmax by
+    its place among the softmaxes."""
+    return [seen(c, again, first) for c in calls]
+
+
+def check(block: AttentionBlock, s: Seen, with_rope: bool = False) -> float:
+    """Raise Underivable("verify", ...) unless the call's scores are the block's form (module
+    docstring); returns the fitted scale."""
+    q, k = expected_form(block, s.x, s.y)
+    heads = _heads_view(s.scores, B).shape[1]
+    if q.shape[1] != heads:
+        raise Underivable("verify", f"{s.name}: the block has {q.shape[1]} heads, the forward {heads}")
+    form = rotated(q, k, block.rope) if with_rope and block.rope is not None else q @ k.transpose(-1, -2)
+    scores = _heads_view(s.scores, B)[..., : form.shape[-1]].double()
+    open_ = _open_positions(scores)
+    if block.form == "qk_norm_gain_folded":
+        if s.q_scaling is None or s.k_scaling is None:
+            raise Underivable("verify", f"{s.name}: a QK-norm block, but the forward ran no QK-norm")
+        qs, ks = (t.expand(t.shape[0], q.shape[1], t.shape[2]) if t.shape[1] == 1 else t for t in (s.q_scaling, s.k_scaling))
+        ks = ks.repeat_interleave(q.shape[1] // ks.shape[1], dim=1)
+        form = form * qs[..., :, None] * ks[..., None, :]
+    try:
+        scale, _ = _fit_scale(scores, form, open_, TOL)
+    except Underivable as e:
+        raise Underivable("verify", f"{s.name} ({block.stack} layer {block.layer}): {e.reason}") from None
+    return scale
