@@ -8,7 +8,7 @@ BLOOM: [transformer.]h.{i}.self_attention.query_key_value.{weight,bias} [3d, d],
 checkpoints were saved from BloomModel: no prefix).
 
 MPT: [transformer.]blocks.{i}.attn.Wqkv.weight [3d, d] = [q | k | v] ("blocks"), no biases;
-pre-norm norm_1. transformers' MptAttention is multi-head only and has no qk_ln: MosaicML's
+pre-norm norm_1, a LayerNorm without bias (centred: the derived record found it). transformers' MptAttention is multi-head only and has no qk_ln: MosaicML's
 own code (remote code, same names) also offers a LayerNorm on q and k (attn_config.qk_ln)
 and grouped/multi-query attention (attn_config.attn_type); such checkpoints are refused
 with that reason. attn_config.clip_qkv clamps q, k, v: the form holds where no entry clips.
@@ -79,6 +79,7 @@ register(
                 heads=("n_heads",),
                 bias=None,
                 norm="blocks.{i}.norm_1.weight",
+                norm_centred=True,  # a LayerNorm whose bias MptBlock removes: centred all the same
                 only_if=_mpt_scorable,
             ),
         ),

@@ -79,14 +79,6 @@ def _no_rotation(model):
             buf.copy_(value)
 
 
-def _trace(model, inputs):
-    from .trace import tracing
-
-    with tracing(model) as trace:
-        model(**inputs)
-    return trace
-
-
 def _read_blocks(folder: Path, record: Record):
     from ..adapters.reader import read_blocks, with_extras
     from ..checkpoints import open_checkpoint
@@ -110,40 +102,46 @@ def derive(model_type: str, fields: dict | None = None) -> Derivation:
 
 
 def _derive(model_type: str, fields: dict | None) -> Derivation:
-    from .build import build, forward_inputs, model_class
+    from .assemble import layer_numbers
+    from .assemble import record as assemble
+    from .build import build, model_class
     from .heads import head_keys
     from .infer import site_facts
+    from .run import plan, run, towers
     from .shrink import tiny_config
+    from .verify import check, seen
 
     try:
         config = tiny_config(model_type, fields)
         cls = model_class(config)
         model = build(config, cls)
-        inputs = forward_inputs(model)
         with _no_rotation(model):
-            trace = _trace(model, inputs)
+            steps = plan(model)
+            trace = run(model, steps)
     except Underivable:
         raise
     except Exception as e:  # whatever transformers raises building or running the tiny model
         raise Underivable("forward", f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}") from e
-    calls = attention_calls(trace)
+    try:
+        calls = attention_calls(trace)
+    except Underivable as e:
+        if e.category != "not bilinear" or not (zero := _zero_positions(model, steps)):
+            raise
+        # rotations from a table of positions rather than frequency buffers (GPT-J): all at position 0
+        with _no_rotation(model):
+            trace = run(model, zero)
+        calls = attention_calls(trace)
     keys = head_keys(trace, model.config)
-    facts = [site_facts(trace, c, keys) for c in calls]
-    tiny = Tiny(cls.__name__, _tiny_fields(config))
-    from .assemble import record as assemble
-
-    record = assemble(model_type, facts, _prefixes(cls), None, tiny)
+    facts = _by_tower([site_facts(trace, c, keys) for c in calls], towers(model))
     with tempfile.TemporaryDirectory(prefix="wqk-derive-") as tmp:
-        model.save_pretrained(tmp, safe_serialization=True)
-        blocks = _read_blocks(Path(tmp), record)
-        from .assemble import layer_numbers
-
+        folder = Path(tmp)
+        model.save_pretrained(folder, safe_serialization=True)
+        facts = [_as_saved(f, saved_names(model, folder)) for f in facts]
+        record = assemble(model_type, facts, _prefixes(cls), None, Tiny(cls.__name__, _tiny_fields(config)))
         layers = layer_numbers(facts)
-        by_call = _blocks_of(calls, facts, blocks, layers)
-        from .verify import check, seen
-
-        scales = [check(b, seen(c)) for c, b in by_call]
-        record, rope_facts = _with_rope(model, inputs, record, Path(tmp), trace, calls, facts, layers)
+        pairs = _blocks_of(calls, facts, _read_blocks(folder, record), layers)
+        scales = [check(b, seen(c)) for c, b in pairs]
+        record, rope_facts = _with_rope(model, steps, record, folder, trace, calls, facts, layers)
     return Derivation(
         model_type,
         record=record,
@@ -157,10 +155,90 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
     )
 
 
+def _by_tower(facts, towers):
+    """A composite's self-attention stacks by tower: its text model's is "decoder", the vision or
+    audio tower's "encoder" (the hand records' convention: CLIP, SigLIP, GIT, Mllama, Whisper),
+    each with the objective its mask gives it."""
+    owners = {}
+    for f in facts:
+        owner = next((t for t in towers if f.module.startswith(t.name + ".")), None)
+        if owner is not None:
+            owners[id(f)] = owner
+    with_sites = {owners[id(f)].name for f in facts if id(f) in owners}
+    if len(with_sites) < 2:
+        return facts
+    out = []
+    for f in facts:
+        owner = owners.get(id(f))
+        if owner is None or f.stack == "cross":
+            out.append(f)
+            continue
+        stack = "decoder" if owner.modality == "text" else "encoder"
+        out.append(dataclasses.replace(f, stack=stack, attention=dataclasses.replace(f.attention, stack=stack)))
+    return out
+
+
+def _zero_positions(model, steps):
+    """The steps with every token at position 0, where a forward takes position_ids; None if none does."""
+    import inspect
+
+    from .run import Step
+
+    modules = dict(model.named_modules())
+    out, changed = [], False
+    for step in steps:
+        inputs = step.inputs
+        if "position_ids" in inspect.signature(modules[step.module].forward).parameters and "input_ids" in inputs:
+            inputs, changed = dict(inputs, position_ids=torch.zeros_like(inputs["input_ids"])), True
+        out.append(Step(step.module, inputs))
+    return out if changed else None
+
+
+def saved_names(model, folder: Path) -> dict[str, str]:
+    """Parameter name -> the name save_pretrained stored it under (transformers 5 saves some
+    models under their older names: BEiT's encoder.layer.{i}.attention.attention.query), matched
+    by content: the tiny model's random tensors are all different."""
+    from safetensors import safe_open
+
+    stored = {}
+    for path in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(path), "pt") as f:
+            for name in f.keys():
+                t = f.get_tensor(name)
+                stored.setdefault((tuple(t.shape), t.double().numpy().tobytes()), name)
+    out = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        key = (tuple(p.shape), p.detach().double().numpy().tobytes())
+        if key in stored:
+            out[name] = stored[key]
+    return out
+
+
+def _as_saved(facts, names: dict[str, str]):
+    def saved(name):
+        if name is None:
+            return None
+        if name not in names:
+            raise Underivable(
+                "layout", f"{name} is not stored as the model holds it (transformers converts it on load or save)"
+            )
+        return names[name]
+
+    return dataclasses.replace(
+        facts,
+        q_weight=saved(facts.q_weight),
+        k_weight=saved(facts.k_weight),
+        norm=saved(facts.norm),
+        feeding_norm=saved(facts.feeding_norm),
+        k_norm=saved(facts.k_norm),
+        qk_norm=tuple(saved(n) for n in facts.qk_norm) if facts.qk_norm else None,
+    )
+
+
 def _blocks_of(calls: list[AttentionCall], facts, blocks, layers):
     pairs = []
     for c, f in zip(calls, facts):
-        key = layers[id(f)]
+        key = layers[(f.stack, f.q_weight)]
         block = blocks.get(key)
         if block is None:
             raise Underivable("verify", f"the reader found no {key[0]} layer {key[1]} ({c.call.name})")
@@ -175,33 +253,37 @@ def _tiny_fields(config) -> dict:
     return d
 
 
-def _with_rope(model, inputs, record: Record, folder: Path, trace, calls, facts, layers) -> tuple[Record, dict]:
-    """The record with the Rotary under which the forward's own scores (real positions) are the
-    rotated form of its blocks; unchanged when the scores need no rotation."""
+def _with_rope(model, steps, record: Record, folder: Path, trace, calls, facts, layers) -> tuple[Record, dict]:
+    """The record with the Rotary under which the forward's own scores (default positions) are
+    the rotated form of its blocks; unchanged when the scores need no rotation."""
     from .verify import replayed
 
-    rotary = _rotary_modules(model)
-    if not rotary:
-        return record, {}
-    again = replayed(calls, trace, _trace(model, inputs))
+    from .run import run
+
+    again = replayed(calls, trace, run(model, steps))
     pairs = [(s, b) for s, (_, b) in zip(again, _blocks_of(calls, facts, _read_blocks(folder, record), layers))]
     needs = [(s, b) for s, b in pairs if not _passes(s, b, False)]
     if not needs:
-        return record, {"rope": "none (rotary modules present, scores unrotated)"}
+        return record, {}
     stacks = {b.stack for _, b in needs}
     if len(stacks) != 1:
-        return record, {"rope": f"rotary in several stacks {sorted(stacks)}: left out"}
+        raise Underivable("verify", f"the scores of stacks {sorted(stacks)} change with the token positions")
     stack = stacks.pop()
-    for _, module in rotary:
-        for layout in ("half", "interleaved"):
-            candidate = dataclasses.replace(record, rope=_rotary(model, module, layout, stack))
-            try:
-                blocks = _read_blocks(folder, candidate)
-            except Exception:
-                continue
-            if all(_passes(s, blocks[(b.stack, b.layer)], True) for s, b in needs):
-                return candidate, {"rope": f"{type(module).__name__} ({layout})"}
-    return record, {"rope": "rotary, but no layout of 1-d positions fits (left out)"}
+    candidates = [_rotary(model, module, layout, stack) for _, module in _rotary_modules(model) for layout in LAYOUTS]
+    # no rotary module: transformers' fixed formula on the config (GPT-J's rotary_dim, base 10000)
+    candidates += [Rotary(model.config.model_type, None, layout, stack) for layout in LAYOUTS]
+    for rope in candidates:
+        candidate = dataclasses.replace(record, rope=rope)
+        try:
+            blocks = _read_blocks(folder, candidate)
+        except Exception:
+            continue
+        if all(_passes(s, blocks[(b.stack, b.layer)], True) for s, b in needs):
+            return candidate, {"rope": f"{rope.rotary_class or 'fixed formula'} ({rope.layout})"}
+    return record, {"rope": "rotary, but over no 1-d positions either layout fits (2-d?): left out of the record"}
+
+
+LAYOUTS = ("half", "interleaved")
 
 
 def _passes(s, block, with_rope: bool) -> bool:

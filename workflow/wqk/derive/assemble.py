@@ -68,17 +68,23 @@ def _norms(group: list[SiteFacts], layers: list[tuple[int, ...]]) -> dict:
         t = template(names)
         if t is not None and t[1] == layers:
             return dict(norm=t[0])
-    if len(group) > 1 and all(names[1:]):
-        t = template(names[1:])
-        if t is not None and t[1] == layers[1:] and names[0] and "." in names[0]:
-            return dict(norm=t[0], first_norm=names[0])
+    if len(group) > 1 and all(names[1:]) and group[0].feeding_norm:
+        t = template(names[1:])  # layer 0 reads the embeddings' norm (its own is an identity: ModernBERT)
+        if t is not None and t[1] == layers[1:]:
+            return dict(norm=t[0], first_norm=group[0].feeding_norm)
     return dict(norm=None, pre_norm=False, norm_centred=None)
 
 
+_NORM_FIELDS = {"gain_offset", "norm_centred"}  # of the sites that have a pre-norm
+
+
 def _merge(group: list[SiteFacts]) -> tuple[Attention, list[tuple[int, ...]]]:
-    first = group[0].attention
-    for facts in group[1:]:
+    normed = [f.attention for f in group if f.norm is not None]
+    first = normed[0] if normed else group[0].attention
+    for facts in group:
         for f in dataclasses.fields(Attention):
+            if f.name in _NORM_FIELDS and facts.norm is None:
+                continue
             if getattr(facts.attention, f.name) != getattr(first, f.name):
                 raise Underivable(
                     "layout",
@@ -100,19 +106,25 @@ def _merge(group: list[SiteFacts]) -> tuple[Attention, list[tuple[int, ...]]]:
     return dataclasses.replace(first, **changes), layers
 
 
-def layer_numbers(sites: list[SiteFacts]) -> dict[int, tuple[str, int]]:
-    """id(site) -> (stack, layer number as the reader numbers it)."""
+def layer_numbers(sites: list[SiteFacts]) -> dict[tuple[str, str], tuple[str, int]]:
+    """(stack, q weight name) -> (stack, layer number as the reader numbers it: the layers of a
+    stack's second template after those of its first)."""
     out = {}
-    for group in _groups(sites).values():
+    found: dict[str, int] = {}
+    for (stack, _), group in _ordered(sites):
         _, _, layers = _weights(group)
-        ranks = {v: n for n, v in enumerate(sorted(set(layers)))}
+        distinct = sorted(set(layers))
+        ranks = {v: n for n, v in enumerate(distinct)}
+        first = found.get(stack, 0)
         for facts, values in zip(group, layers):
-            out[id(facts)] = (facts.stack, values[0] if len(values) == 1 else ranks[values])
+            out[(stack, facts.q_weight)] = (stack, first + (values[0] if len(values) == 1 else ranks[values]))
+        found[stack] = first + len(distinct)
     return out
 
 
 def _groups(sites: list[SiteFacts]) -> dict[tuple[str, str], list[SiteFacts]]:
-    """Sites by stack and weight name shape, each weight once (a shared layer called again counts once)."""
+    """Sites by stack and weight name shape, in order of appearance, each weight once (a shared
+    layer called again counts once)."""
     groups: dict[tuple[str, str], dict[str, SiteFacts]] = {}
     for s in sites:
         shape = ".".join("#" if p.isdigit() else p for p in s.q_weight.split("."))
@@ -120,16 +132,32 @@ def _groups(sites: list[SiteFacts]) -> dict[tuple[str, str], list[SiteFacts]]:
     return {k: list(v.values()) for k, v in groups.items()}
 
 
+def _ordered(sites: list[SiteFacts]) -> list[tuple[tuple[str, str], list[SiteFacts]]]:
+    """The groups in stack order, a stack's templates in forward order; a stack whose templates'
+    layers interleave in the forward is refused (the reader numbers one template's layers after
+    the other's)."""
+    groups = _groups(sites)
+    position = {id(s): n for n, s in enumerate(sites)}
+    by_stack: dict[str, list] = {}
+    for key, group in groups.items():
+        by_stack.setdefault(key[0], []).append((key, group))
+    out = []
+    for stack in sorted(by_stack, key=stack_rank):
+        entries = by_stack[stack]
+        spans = [(min(position[id(s)] for s in g), max(position[id(s)] for s in g)) for _, g in entries]
+        for (_, end), (start, _) in zip(spans, spans[1:]):
+            if start < end:
+                names = [g[0].q_weight for _, g in entries]
+                raise Underivable("layout", f"layers of templates {names} interleave in one stack {stack!r}")
+        out.extend(entries)
+    return out
+
+
 def attentions(sites: list[SiteFacts], prefixes: tuple[str, ...]) -> tuple[Attention, ...]:
     """The Attentions of the sites, in stack order."""
-    groups = _groups(sites)
-    keys = sorted(groups, key=lambda k: stack_rank(k[0]))
-    stacks = [k[0] for k in keys]
-    if len(set(stacks)) != len(stacks):
-        raise Underivable("layout", f"several weight templates in one stack ({stacks}): the layers' order is unknown")
-    return tuple(dataclasses.replace(_merge(groups[k])[0], prefixes=prefixes) for k in keys)
+    return tuple(dataclasses.replace(_merge(group)[0], prefixes=prefixes) for _, group in _ordered(sites))
 
 
 def record(model_type: str, sites: list[SiteFacts], prefixes, rope: Rotary | None, tiny: Tiny) -> Record:
     atts = attentions(sites, prefixes)
-    return Record(model_type, atts, objectives({a.stack for a in atts}), rope=rope, tiny=tiny)
+    return Record(model_type, atts, objectives(sites), rope=rope, tiny=tiny)

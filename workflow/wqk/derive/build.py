@@ -56,10 +56,7 @@ def build(config, cls=None) -> torch.nn.Module:
     cls = cls or model_class(config)
     config._attn_implementation = "eager"
     torch.manual_seed(SEED)
-    try:
-        model = cls._from_config(config, attn_implementation="eager", torch_dtype=torch.float64)
-    except TypeError:
-        model = cls._from_config(config, attn_implementation="eager")
+    model = cls._from_config(config, attn_implementation="eager", experts_implementation="eager")
     model.eval().double()
     generator = torch.Generator().manual_seed(SEED + 1)
     with torch.no_grad():
@@ -84,32 +81,48 @@ def _int(v):
     return v[0] if isinstance(v, (list, tuple)) else v
 
 
-def forward_inputs(model, tokens: int = T) -> dict:
-    """Keyword arguments of model's forward: token ids, pixels, audio or features as its
-    signature asks, shaped by its config; decoder ids for an encoder-decoder."""
+def _pixels(config, g) -> torch.Tensor:
+    vision = _sub(config, "vision_config")
+    size = _int(getattr(vision, "image_size", None) or 32)
+    channels = getattr(vision, "num_channels", 3)
+    return torch.randn(B, channels, size, size, generator=g, dtype=torch.float64)
+
+
+def _features(config, g) -> torch.Tensor:
+    audio = _sub(config, "audio_config")
+    mels = getattr(audio, "num_mel_bins", None) or getattr(audio, "feature_size", None) or 80
+    frames = 2 * (getattr(audio, "max_source_positions", None) or 16)
+    return torch.randn(B, mels, frames, generator=g, dtype=torch.float64)
+
+
+def forward_inputs(model, tokens: int = T, every: bool = True) -> dict:
+    """Keyword arguments of model's forward: its main input (token ids, pixels, audio or features,
+    shaped by its config) and, with every, the other modalities its signature and config have
+    (CLIP's ids and pixels); decoder ids for an encoder-decoder."""
     config = model.config
     params = inspect.signature(model.forward).parameters
     g = torch.Generator().manual_seed(SEED + 2)
-    kwargs = {}
-    vocab = getattr(_sub(config, "text_config"), "vocab_size", None) or 100
+    vocab = getattr(_sub(config, "text_config"), "vocab_size", None) or getattr(config, "vocab_size", None) or 100
 
     def ids(n=tokens):
         return torch.randint(3, max(4, min(vocab, 100)), (B, n), generator=g)
 
+    makers = {
+        "input_ids": ids,
+        "pixel_values": lambda: _pixels(config, g),
+        "input_values": lambda: torch.randn(B, 1600, generator=g, dtype=torch.float64),
+        "input_features": lambda: _features(config, g),
+    }
     main = getattr(model, "main_input_name", "input_ids")
-    if main == "input_ids" or ("input_ids" in params and main not in params):
-        kwargs["input_ids"] = ids()
-    if main == "pixel_values" or "pixel_values" in params and main == "pixel_values":
-        vision = _sub(config, "vision_config")
-        size = _int(getattr(vision, "image_size", 32))
-        channels = getattr(vision, "num_channels", 3)
-        kwargs["pixel_values"] = torch.randn(B, channels, size, size, generator=g, dtype=torch.float64)
-    if main == "input_values":
-        kwargs["input_values"] = torch.randn(B, 1600, generator=g, dtype=torch.float64)
-    if main == "input_features":
-        mels = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", 80)
-        frames = 2 * getattr(config, "max_source_positions", 16)
-        kwargs["input_features"] = torch.randn(B, mels, frames, generator=g, dtype=torch.float64)
+    if main not in params:
+        main = next((k for k in makers if k in params), main)
+    kwargs = {main: makers[main]()} if main in makers else {}
+    if every:
+        if "input_ids" in params and "input_ids" not in kwargs and getattr(_sub(config, "text_config"), "vocab_size", None):
+            kwargs["input_ids"] = ids()
+        has_vision = hasattr(config, "vision_config") or hasattr(config, "image_size")
+        if "pixel_values" in params and "pixel_values" not in kwargs and has_vision:
+            kwargs["pixel_values"] = makers["pixel_values"]()
     if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
         kwargs["decoder_input_ids"] = ids(tokens - 2)
     return kwargs

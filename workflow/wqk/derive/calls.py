@@ -53,7 +53,7 @@ class AttentionCall:
     scale: float  # softmax input = scale * product (+ terms that do not depend on content)
     extra_logits: int  # columns the softmax sees beyond the keys (attention sinks)
     position_terms: bool  # an additive term of position alone (ALiBi, relative biases)
-    mask: str  # "causal", "full" or "mixed"
+    mask: str  # "causal", "prefix" (causal after a prefix every token sees), "full", "band" or "mixed"
     cross: bool  # keys read another input than queries
 
 
@@ -76,12 +76,21 @@ def _mask_kind(open_: torch.Tensor) -> str:
     future = torch.ones(tq, tk, dtype=torch.bool).triu(tk - tq + 1)
     diagonal = torch.zeros(tq, tk, dtype=torch.bool)
     diagonal[torch.arange(tq), torch.arange(tq) + tk - tq] = True
-    if not bool((open_ & future).any()) and bool(open_[..., diagonal].all()):
+    if not bool(open_[..., diagonal].all()):
+        return "mixed"
+    if not bool((open_ & future).any()):
         return "causal"
+    if tq == tk and torch.equal(open_, open_.T):
+        return "band"  # bidirectional attention over a window (ModernBERT's local layers)
+    full_columns = open_.all(0)
+    prefix = int(full_columns.long().cumprod(0).sum())
+    j = torch.arange(tk)
+    if 0 < prefix < tk and torch.equal(open_, (j[None, :] < prefix) | ~future):
+        return "prefix"  # a prefix seen by all (GIT's image tokens), causal after it
     return "mixed"
 
 
-def _fit_scale(scores: torch.Tensor, out: torch.Tensor, open_: torch.Tensor, tol: float = 1e-8) -> tuple[float, bool]:
+def _fit_scale(scores: torch.Tensor, out: torch.Tensor, open_: torch.Tensor, tol: float = 1e-6) -> tuple[float, bool]:
     """scale s with scores = s * out + c(b, h, i) + p(h, i, j) on the open positions; whether p
     is nonzero. Raises when no such s exists (a non-linear map of the product)."""
     both = open_[0] & open_[1]
@@ -125,9 +134,9 @@ def _side(operand: torch.Tensor, trace: Trace, before: int, what: str, calls: li
         raise Underivable("layout", f"the {what} come from several projections: {names}")
     projection = projections[sources.pop()]
     rows = [[matches[head * c + j].column for j in range(c)] for head in range(h)]
-    factors = {round(m.factor, 12) for m in matches}
-    if len(factors) != 1 and norm is None:
-        raise Underivable("not bilinear", f"the {what} are scaled differently per column ({sorted(factors)[:4]}...)")
+    factors = [m.factor for m in matches]
+    if max(factors) - min(factors) > 1e-6 * max(abs(f) for f in factors) and norm is None:
+        raise Underivable("not bilinear", f"the {what} are scaled differently per column ({min(factors)} to {max(factors)})")
     return Side(projection, rows, matches[0].factor, norm)
 
 

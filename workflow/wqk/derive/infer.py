@@ -26,6 +26,7 @@ from .calls import AttentionCall, Side, Underivable
 from .trace import ModuleCall, Trace
 
 HEAD_FIELDS = re.compile(r"head")
+STACK_OF_MASK = {"causal": "decoder", "prefix": "decoder", "full": "encoder", "band": "encoder"}
 
 
 @dataclass
@@ -35,9 +36,11 @@ class SiteFacts:
 
     stack: str
     attention: Attention
+    module: str  # the attention module's name
     q_weight: str
     k_weight: str
     norm: str | None  # the pre-norm's gain (None: no norm feeds the q projection)
+    feeding_norm: str | None  # the gain of any norm whose output the q projection reads (post-norm too)
     k_norm: str | None  # cross-attention: the gain of the norm the keys read
     qk_norm: tuple[str, str] | None
     heads: int
@@ -127,14 +130,17 @@ def norm_kind(call: ModuleCall) -> tuple[float, bool]:
         y = y - bias.double()
     module = call.module
     eps = next((getattr(module, a) for a in _EPS if isinstance(getattr(module, a, None), float)), 0.0)
+    fits = []
     for centred in (False, True):
         z = x - x.mean(-1, keepdim=True) if centred else x
         n = z / (z.pow(2).mean(-1, keepdim=True) + eps).sqrt()
         g = (y * n).sum(dim=tuple(range(y.ndim - 1))) / (n * n).sum(dim=tuple(range(y.ndim - 1)))
-        if (y - n * g).norm() <= 1e-4 * y.norm():
-            for offset in (0.0, 1.0):
-                if (g - (w + offset)).abs().max() <= 1e-4 * g.abs().max():
-                    return offset, centred
+        fits.append((float((y - n * g).norm() / y.norm()), centred, g))
+    err, centred, g = min(fits, key=lambda f: f[0])
+    if err <= 1e-4:
+        for offset in (0.0, 1.0):
+            if (g - (w + offset)).abs().max() <= 1e-4 * g.abs().max():
+                return offset, centred
     raise Underivable("layout", f"{call.name} ({type(call.module).__name__}) is no RMSNorm or LayerNorm of its gain")
 
 
@@ -148,11 +154,13 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
     if q.projection.conv1d != k.projection.conv1d:
         raise Underivable("layout", f"{q.projection.weight} and {k.projection.weight} are stored differently")
     layout = _layout(q, k, heads, kv_of, c, fused)
-    stack = "cross" if call.cross else {"causal": "decoder", "full": "encoder"}.get(call.mask)
+    stack = "cross" if call.cross else STACK_OF_MASK.get(call.mask)
     if stack is None:
         raise Underivable("layout", f"{call.call.name}: a mask neither causal nor open (a prefix-LM mask?)")
     heads_key, kv_key, multi_query = config_keys(call.call, heads, kv)
-    norm = _norm_source(trace, q.projection.x, q.projection.seq)
+    feeding = _norm_source(trace, q.projection.x, q.projection.seq)
+    # a norm whose output is also the residual stream (post-norm) is no pre-norm of this layer
+    norm = feeding if feeding is not None and id(feeding.output) not in trace.added else None
     gain_offset, centred = norm_kind(norm) if norm is not None else (0.0, None)
     k_norm = None
     if call.cross and (source := _norm_source(trace, k.projection.x, k.projection.seq)) is not None:
@@ -180,8 +188,8 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
         qk_norm_centred=qk_centred,
     )
     return SiteFacts(
-        stack, attention, q.projection.weight, k.projection.weight, norm.name + ".weight" if norm else None,
-        k_norm, qk_norm, heads, kv, call.scale, q.factor * k.factor, call.position_terms, call.extra_logits, call.mask,
+        stack, attention, call.call.name, q.projection.weight, k.projection.weight, norm.name + ".weight" if norm else None,
+        feeding.name + ".weight" if feeding else None, k_norm, qk_norm, heads, kv, call.scale, q.factor * k.factor, call.position_terms, call.extra_logits, call.mask,
     )  # fmt: skip
 
 
@@ -198,5 +206,13 @@ def _bias(q: Side, k: Side) -> str | None:
     raise Underivable("layout", f"q/k biases {sorted(names)} are not named after their weights")
 
 
-def objectives(stacks: set[str]) -> dict[str, str]:
-    return {s: (AR if s == "decoder" else BI) for s in stacks if s != "cross"}
+def objectives(sites: list[SiteFacts]) -> dict[str, str]:
+    """stack -> objective, by the masks of its layers (causal or prefix: autoregressive)."""
+    out: dict[str, set[str]] = {}
+    for s in sites:
+        if s.stack != "cross":
+            out.setdefault(s.stack, set()).add(AR if s.mask in ("causal", "prefix") else BI)
+    mixed = {k: v for k, v in out.items() if len(v) > 1}
+    if mixed:
+        raise Underivable("layout", f"layers of one stack under causal and open masks: {sorted(mixed)}")
+    return {k: v.pop() for k, v in out.items()}

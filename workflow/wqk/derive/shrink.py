@@ -95,6 +95,8 @@ def _shrink_dict(own: dict, counts: _Counts) -> dict:
             out[k] = 4
         elif re.search(r"moe_intermediate_size|shared_expert_intermediate_size", k):
             out[k] = WIDTH
+    for k in ("out_features", "out_indices", "stage_names"):  # backbone stages: recomputed from the depth
+        out.pop(k, None)
     if isinstance(out.get("vocab_size"), int):
         _remap_token_ids(out, out["vocab_size"])
     _shrink_layer_lists(out)

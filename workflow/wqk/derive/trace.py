@@ -72,9 +72,12 @@ class Trace:
     products: list[Product] = field(default_factory=list)
     softmaxes: list[Softmax] = field(default_factory=list)
     calls: list[ModuleCall] = field(default_factory=list)
+    added: set[int] = field(default_factory=set)  # ids of the tensors some addition read (residual adds)
+    _alive: list = field(default_factory=list)  # those tensors, kept so that their ids stay theirs
 
 
 _MATMULS = {"matmul", "__matmul__", "bmm", "baddbmm"}
+_ADDS = {"add", "__add__", "__radd__", "__iadd__", "add_"}
 _SOFTMAX = {"softmax"}
 
 
@@ -141,7 +144,11 @@ class Tracer(TorchFunctionMode):
     def _record(self, name: str, args, kwargs, out):
         calls = tuple(self.open)
         self.seq += 1
-        if name == "linear":
+        if name in _ADDS:
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            self.trace.added.update(id(a) for a in tensors)
+            self.trace._alive.extend(tensors)
+        elif name == "linear":
             x, w = args[0], args[1] if len(args) > 1 else kwargs["weight"]
             b = args[2] if len(args) > 2 else kwargs.get("bias")
             if (wn := self._param(w)) is not None and w.ndim == 2:
@@ -151,11 +158,18 @@ class Tracer(TorchFunctionMode):
             if (wn := self._param(w)) is not None:
                 self.trace.projections.append(Projection(self.seq, calls, wn, self._param(b), True, _keep(x), _keep(out)))
         elif name in _MATMULS:
-            a, b = (args[1], args[2]) if name == "baddbmm" else (args[0], args[1])
+            if name == "baddbmm":  # input + alpha * batch1 @ batch2 (BLOOM: ALiBi as the input)
+                a = args[1] if len(args) > 1 else kwargs.get("batch1")
+                b = args[2] if len(args) > 2 else kwargs.get("batch2")
+            else:
+                a, b = args[0], args[1] if len(args) > 1 else kwargs.get("other")
             if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
                 return
             if (wn := self._param(b)) is not None and b.ndim == 2:
                 self.trace.projections.append(Projection(self.seq, calls, wn, None, True, _keep(a), _keep(out)))
+            elif b.ndim == 2 and (wn := self._param(b._base)) is not None and b._base.shape == b.shape[::-1]:
+                # x @ W.T (FalconLinear): nn.Linear's orientation
+                self.trace.projections.append(Projection(self.seq, calls, wn, None, False, _keep(a), _keep(out)))
             elif self._param(a) is None and a.ndim >= 3 and b.ndim >= 3:
                 self.trace.products.append(Product(self.seq, calls, _keep(a), _keep(b.transpose(-1, -2)), _keep(out)))
         elif name == "einsum":

@@ -1,0 +1,103 @@
+"""Which forwards to run: the model's own, and each tower of a composite model it did not reach.
+
+A tower is a sub-model with a config of its own inside the root config (a VLM's vision model and
+language model, CLIP's text and vision models). The root forward gets every input its signature
+and config allow; a composite whose forward needs more (image tokens placed in the text) fails or
+skips a tower, and that tower then runs on its own inputs. `plan` decides once; `run` replays the
+same forwards (the derivation's pass with rotation off, then with it on).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .build import forward_inputs
+from .heads import config_path
+from .trace import Trace, tracing
+
+MODALITY_BY_INPUT = {"pixel_values": "vision", "input_features": "audio", "input_values": "audio", "input_ids": "text"}
+
+
+@dataclass(frozen=True)
+class Tower:
+    name: str  # module path
+    module: torch.nn.Module
+    config: str  # dotted path of its config in the root config
+    modality: str
+
+
+def towers(model) -> list[Tower]:
+    """The outermost sub-models whose config is a sub-config of the root's."""
+    from transformers import PreTrainedModel
+
+    found: list[Tower] = []
+    for name, module in model.named_modules():
+        if not name or not isinstance(module, PreTrainedModel) or any(name.startswith(t.name + ".") for t in found):
+            continue
+        path = config_path(model.config, module.config)
+        if path:
+            found.append(Tower(name, module, path.rstrip("."), _modality(module, path)))
+    return found
+
+
+def _modality(module, path: str) -> str:
+    for word, kind in (("vision", "vision"), ("image", "vision"), ("audio", "audio"), ("speech", "audio"),
+                       ("text", "text"), ("language", "text")):  # fmt: skip
+        if word in path:
+            return kind
+    return MODALITY_BY_INPUT.get(getattr(module, "main_input_name", ""), "text")
+
+
+@dataclass
+class Step:
+    module: str  # "" for the root
+    inputs: dict
+
+
+def _covered(trace: Trace, tower: Tower) -> bool:
+    return any(any(trace.calls[i].name == tower.name for i in s.calls) for s in trace.softmaxes)
+
+
+def _try(model, module, inputs) -> Trace | None:
+    try:
+        with tracing(model) as trace:
+            module(**inputs)
+        return trace
+    except Exception:
+        return None
+
+
+def plan(model) -> list[Step]:
+    """The forwards that reach every attention of the model; raises the root's error when none runs."""
+    steps: list[Step] = []
+    trace = None
+    error = None
+    for every in (True, False):
+        inputs = forward_inputs(model, every=every)
+        try:
+            with tracing(model) as trace:
+                model(**inputs)
+            steps.append(Step("", inputs))
+            break
+        except Exception as e:
+            error, trace = error or e, None
+    for tower in towers(model):
+        if trace is not None and _covered(trace, tower):
+            continue
+        inputs = forward_inputs(tower.module)
+        if _try(model, tower.module, inputs) is not None:
+            steps.append(Step(tower.name, inputs))
+    if not steps:
+        raise error
+    return steps
+
+
+def run(model, steps: list[Step]) -> Trace:
+    """The steps' forwards, traced as one."""
+    modules = dict(model.named_modules())
+    with tracing(model) as trace:
+        for step in steps:
+            modules[step.module](**step.inputs)
+    return trace
