@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import re
 import tempfile
 import warnings
 from dataclasses import dataclass, field
@@ -107,7 +108,7 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
     from .build import build, model_class
     from .heads import head_keys
     from .infer import site_facts
-    from .run import plan, run, towers
+    from .run import plan, runs, towers
     from .shrink import tiny_config
     from .verify import check, seen
 
@@ -117,22 +118,35 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
         model = build(config, cls)
         with _no_rotation(model):
             steps = plan(model)
-            trace = run(model, steps)
+            trace, again = runs(model, steps)
     except Underivable:
         raise
     except Exception as e:  # whatever transformers raises building or running the tiny model
         raise Underivable("forward", f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}") from e
+    remedies = {}
     try:
-        calls = attention_calls(trace)
-    except Underivable as e:
-        if e.category != "not bilinear" or not (zero := _zero_positions(model, steps)):
+        calls = attention_calls(trace, again)
+    except Underivable as first:
+        if first.category != "not bilinear":
             raise
+        calls = None
         # rotations from a table of positions rather than frequency buffers (GPT-J): all at position 0
-        with _no_rotation(model):
-            trace = run(model, zero)
-        calls = attention_calls(trace)
+        if (zero := _zero_positions(model, steps)) is not None:
+            with _no_rotation(model):
+                trace, again = runs(model, zero)
+            with contextlib.suppress(Underivable):
+                calls = attention_calls(trace, again)
+        # learned relative-position tables whose terms read the content (DeBERTa, SAM, WavLM): zeroed,
+        # as the hand records' logits tests do; the form scored is the content-content part
+        if calls is None and (tables := _zero_position_tables(model)):
+            remedies["position tables zeroed"] = tables
+            with _no_rotation(model):
+                trace, again = runs(model, steps)
+            calls = attention_calls(trace, again)
+        if calls is None:
+            raise first
     keys = head_keys(trace, model.config)
-    facts = _by_tower([site_facts(trace, c, keys) for c in calls], towers(model))
+    facts = _by_tower(_by_cross([site_facts(trace, c, keys) for c in calls]), towers(model))
     with tempfile.TemporaryDirectory(prefix="wqk-derive-") as tmp:
         folder = Path(tmp)
         model.save_pretrained(folder, safe_serialization=True)
@@ -140,7 +154,7 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
         record = assemble(model_type, facts, _prefixes(cls), None, Tiny(cls.__name__, _tiny_fields(config)))
         layers = layer_numbers(facts)
         pairs = _blocks_of(calls, facts, _read_blocks(folder, record), layers)
-        scales = [check(b, seen(c)) for c, b in pairs]
+        scales = [check(b, seen(c, trace, trace), seen(c, trace, again)) for c, b in pairs]
         record, rope_facts = _with_rope(model, steps, record, folder, trace, calls, facts, layers)
     return Derivation(
         model_type,
@@ -151,8 +165,28 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
             position_terms=any(f.position_terms for f in facts),
             extra_logits=max(f.extra_logits for f in facts),
             **rope_facts,
+            **remedies,
         ),
     )
+
+
+def _block(module: str) -> str:
+    """The layer a module is in: its name up to its first number ("decoder.layers.0")."""
+    parts = module.split(".")
+    n = next((i for i, p in enumerate(parts) if p.isdigit()), len(parts) - 1)
+    return ".".join(parts[: n + 1])
+
+
+def _by_cross(facts):
+    """Self-attention in the layers that hold cross-attention is the decoder's, whatever its mask
+    (DETR's object queries attend to each other bidirectionally)."""
+    with_cross = {_block(f.module) for f in facts if f.stack == "cross"}
+    return [
+        dataclasses.replace(f, stack="decoder", attention=dataclasses.replace(f.attention, stack="decoder"))
+        if f.stack == "encoder" and _block(f.module) in with_cross
+        else f
+        for f in facts
+    ]
 
 
 def _by_tower(facts, towers):
@@ -178,6 +212,26 @@ def _by_tower(facts, towers):
     return out
 
 
+# learned relative-position tables added to (or read against) the logits
+POSITION_TABLES = re.compile(
+    r"relative_attention_bias|relative_position_bias_table|rel_embeddings\.weight|rel_attn_embed\.weight"
+    r"|rel_pos_[hw]$|pe_k\.weight"
+)
+
+
+def _zero_position_tables(model) -> list[str]:
+    """The relative-position tables and every bias zeroed (what the hand records' logits tests
+    do: a table's terms reach the logits through projections with biases); their names."""
+    names = []
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if POSITION_TABLES.search(name):
+                names.append(name)
+            if POSITION_TABLES.search(name) or name.endswith(".bias"):
+                p.zero_()
+    return names
+
+
 def _zero_positions(model, steps):
     """The steps with every token at position 0, where a forward takes position_ids; None if none does."""
     import inspect
@@ -187,10 +241,11 @@ def _zero_positions(model, steps):
     modules = dict(model.named_modules())
     out, changed = [], False
     for step in steps:
-        inputs = step.inputs
+        inputs, other = step.inputs, step.other
         if "position_ids" in inspect.signature(modules[step.module].forward).parameters and "input_ids" in inputs:
-            inputs, changed = dict(inputs, position_ids=torch.zeros_like(inputs["input_ids"])), True
-        out.append(Step(step.module, inputs))
+            zero = torch.zeros_like(inputs["input_ids"])
+            inputs, other, changed = dict(inputs, position_ids=zero), dict(other, position_ids=zero), True
+        out.append(Step(step.module, inputs, other))
     return out if changed else None
 
 
@@ -229,6 +284,7 @@ def _as_saved(facts, names: dict[str, str]):
         q_weight=saved(facts.q_weight),
         k_weight=saved(facts.k_weight),
         norm=saved(facts.norm),
+        q_bias=saved(facts.q_bias),
         feeding_norm=saved(facts.feeding_norm),
         k_norm=saved(facts.k_norm),
         qk_norm=tuple(saved(n) for n in facts.qk_norm) if facts.qk_norm else None,
@@ -256,12 +312,13 @@ def _tiny_fields(config) -> dict:
 def _with_rope(model, steps, record: Record, folder: Path, trace, calls, facts, layers) -> tuple[Record, dict]:
     """The record with the Rotary under which the forward's own scores (default positions) are
     the rotated form of its blocks; unchanged when the scores need no rotation."""
-    from .verify import replayed
 
-    from .run import run
+    from .run import runs
+    from .verify import seen
 
-    again = replayed(calls, trace, run(model, steps))
-    pairs = [(s, b) for s, (_, b) in zip(again, _blocks_of(calls, facts, _read_blocks(folder, record), layers))]
+    one, other = runs(model, steps)
+    blocks = _blocks_of(calls, facts, _read_blocks(folder, record), layers)
+    pairs = [((seen(c, trace, one), seen(c, trace, other)), b) for c, (_, b) in zip(calls, blocks)]
     needs = [(s, b) for s, b in pairs if not _passes(s, b, False)]
     if not needs:
         return record, {}
@@ -290,7 +347,7 @@ def _passes(s, block, with_rope: bool) -> bool:
     from .verify import check
 
     try:
-        check(block, s, with_rope)
+        check(block, *s, with_rope)
         return True
     except Underivable:
         return False

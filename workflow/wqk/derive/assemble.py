@@ -8,6 +8,7 @@ layer only, its first number is the field. Two weights whose names differ in one
 from __future__ import annotations
 
 import dataclasses
+import string
 
 from ..adapters.record import Attention, Record, Rotary, Tiny
 from ..contracts import stack_rank
@@ -93,6 +94,13 @@ def _merge(group: list[SiteFacts]) -> tuple[Attention, list[tuple[int, ...]]]:
                 )
     weight, qk, layers = _weights(group)
     changes = dict(weight=weight, qk=qk, **_norms(group, layers))
+    if group[0].heads_list is not None:
+        changes["heads_by"] = _heads_by(group, weight, layers)
+    if group[0].q_bias is not None:
+        t = template([f.q_bias for f in group])
+        if t is None or t[1] != layers:
+            raise Underivable("layout", f"the query biases of {group[0].q_weight} are not each layer's own")
+        changes["q_bias"] = t[0]
     if changes.get("norm") is None and first.qk_norm is None:
         changes["gain_offset"] = 0.0
     k_norms = {f.k_norm for f in group}
@@ -104,6 +112,16 @@ def _merge(group: list[SiteFacts]) -> tuple[Attention, list[tuple[int, ...]]]:
             raise Underivable("layout", f"the QK-norm gains of {group[0].q_weight} are not each layer's own")
         changes["qk_norm"] = (qn[0][0], qn[1][0])
     return dataclasses.replace(first, **changes), layers
+
+
+def _heads_by(group: list[SiteFacts], weight: str, layers: list[tuple[int, ...]]) -> str:
+    """The template field whose value indexes the per-stage head counts (Swin: the stage)."""
+    fields = [f for _, f, _, _ in string.Formatter().parse(weight) if f and f != "p"]
+    counts = group[0].heads_list
+    for n, name in enumerate(fields):
+        if all(v[n] < len(counts) and counts[v[n]] == f.heads for f, v in zip(group, layers)):
+            return name
+    raise Underivable("config", f"no field of {weight} indexes the per-stage head counts {counts}")
 
 
 def layer_numbers(sites: list[SiteFacts]) -> dict[tuple[str, str], tuple[str, int]]:

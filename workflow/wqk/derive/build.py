@@ -62,6 +62,8 @@ def build(config, cls=None) -> torch.nn.Module:
     with torch.no_grad():
         for name, p in model.named_parameters():
             noise = torch.randn(p.shape, generator=generator, dtype=p.dtype)
+            if p.ndim == 0:  # a learned scalar (CLIP's logit scale): kept
+                continue
             if p.ndim == 1:
                 p.copy_((0.0 if name.endswith("bias") else 1.0) + 0.2 * noise)
             else:
@@ -95,13 +97,13 @@ def _features(config, g) -> torch.Tensor:
     return torch.randn(B, mels, frames, generator=g, dtype=torch.float64)
 
 
-def forward_inputs(model, tokens: int = T, every: bool = True) -> dict:
+def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) -> dict:
     """Keyword arguments of model's forward: its main input (token ids, pixels, audio or features,
     shaped by its config) and, with every, the other modalities its signature and config have
     (CLIP's ids and pixels); decoder ids for an encoder-decoder."""
     config = model.config
     params = inspect.signature(model.forward).parameters
-    g = torch.Generator().manual_seed(SEED + 2)
+    g = torch.Generator().manual_seed(SEED + 2 + 1000 * seed)
     vocab = getattr(_sub(config, "text_config"), "vocab_size", None) or getattr(config, "vocab_size", None) or 100
 
     def ids(n=tokens):

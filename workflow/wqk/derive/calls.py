@@ -38,6 +38,7 @@ class Side:
     rows: list[list[int]]  # per head (as the product sees them), the projection's output rows
     factor: float  # the product's operand = factor x the projection's output (pre-scaling)
     norm: ModuleCall | None = None  # the QK-norm call between projection and product
+    offset: torch.Tensor | None = None  # [H, c]: a bias added after the projection (None: none)
     norm_heads: list[ModuleCall] | None = None  # per-head QK-norm calls (one module per head)
 
 
@@ -58,15 +59,20 @@ class AttentionCall:
 
 
 def _heads_view(t: torch.Tensor, batch: int) -> torch.Tensor:
-    """[..., T, c] with leading dims batch-major (B, H...) -> [B, H, T, c]."""
+    """[..., T, c] with leading dims batch-major (N, H...) -> [N, H, T, c]."""
     n = t[..., 0, 0].numel()
     if n % batch:
         raise Underivable("layout", f"an attention product of shape {tuple(t.shape)} has no batch of {batch} in front")
     return t.reshape(batch, n // batch, *t.shape[-2:])
 
 
-def _open_positions(scores: torch.Tensor) -> torch.Tensor:
-    return torch.isfinite(scores) & (scores > -1e3)
+def open_positions(scores: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """Positions the mask leaves open in both forwards: finite, and not a large negative value
+    that the other tokens left (almost) as it was (masks add -inf, the dtype's minimum or -1e4 to
+    logits of a tiny model's size; smaller ones, Swin's -100, cancel between the forwards)."""
+    finite = torch.isfinite(scores) & torch.isfinite(other)
+    fixed = (scores < -1e3) & ((scores - other).abs() <= 1e-3 * scores.abs())
+    return finite & ~fixed & (scores > -1e30)
 
 
 def _mask_kind(open_: torch.Tensor) -> str:
@@ -90,38 +96,45 @@ def _mask_kind(open_: torch.Tensor) -> str:
     return "mixed"
 
 
-def _fit_scale(scores: torch.Tensor, out: torch.Tensor, open_: torch.Tensor, tol: float = 1e-6) -> tuple[float, bool]:
-    """scale s with scores = s * out + c(b, h, i) + p(h, i, j) on the open positions; whether p
-    is nonzero. Raises when no such s exists (a non-linear map of the product)."""
-    both = open_[0] & open_[1]
-    ds = torch.where(both, scores[0] - scores[1], 0.0)
-    do = torch.where(both, out[0] - out[1], 0.0)
-    count = both.sum(-1, keepdim=True).clamp_min(1)
-    ds = torch.where(both, ds - ds.sum(-1, keepdim=True) / count, 0.0)
-    do = torch.where(both, do - do.sum(-1, keepdim=True) / count, 0.0)
-    per_head = (ds * do).sum((-1, -2)) / (do * do).sum((-1, -2)).clamp_min(1e-300)
-    s = float(per_head.mean())
+def fit_scale(scores, other_scores, out, other_out, open_, tol: float = 1e-6) -> tuple[float, bool]:
+    """The scale s with scores = s * out + c(n, h, i) + p(n, h, i, j) on the open positions, where
+    p does not change with the tokens: two forwards of other tokens at the same positions differ
+    by s times the difference of their products, up to a constant per row (which softmax does not
+    see). Returns (s, whether p is nonzero: ALiBi, relative position biases); raises when no such s
+    exists (a non-linear map of q.k, or a term of content and position: DeBERTa). s is nan when
+    the tokens do not change the product (DETR's first object queries)."""
+    ds = torch.where(open_, scores - other_scores, 0.0)
+    do = torch.where(open_, out - other_out, 0.0)
+    count = open_.sum(-1, keepdim=True).clamp_min(1)
+    ds = torch.where(open_, ds - ds.sum(-1, keepdim=True) / count, 0.0)
+    do = torch.where(open_, do - do.sum(-1, keepdim=True) / count, 0.0)
+    if float(do.norm()) <= 1e-12 * float(out.abs().max()):
+        return float("nan"), False
+    per_head = (ds * do).sum((0, -1, -2)) / (do * do).sum((0, -1, -2)).clamp_min(1e-300)
+    s = float((ds * do).sum() / (do * do).sum())
     resid = (ds - s * do).norm() / ds.norm().clamp_min(1e-300)
     if resid > tol:
         spread = float(per_head.max() - per_head.min()) / max(abs(s), 1e-300)
-        why = "a scale of its own per head" if spread > tol else "a non-linear map of q.k (soft-capping, cosine)"
+        why = (
+            "scaled per head" if spread > tol and (ds - per_head[:, None, None] * do).norm() <= tol * ds.norm()
+            else "no linear map of q.k (soft-capping, cosine attention, content-position terms)"
+        )
         raise Underivable("not bilinear", f"the softmax input is {why} (relative residual {float(resid):.1e})")
     rest = torch.where(open_, scores - s * out, 0.0)
-    rest = rest - torch.where(open_, rest, 0.0).sum(-1, keepdim=True) / open_.sum(-1, keepdim=True).clamp_min(1)
-    position = bool((torch.where(open_, rest, 0.0).abs() > 1e-9 * out.abs().max()).any())
-    return s, position
+    rest = torch.where(open_, rest - rest.sum(-1, keepdim=True) / count, 0.0)
+    return s, bool((rest.abs() > 1e-6 * out.abs().max()).any())
 
 
 def _side(operand: torch.Tensor, trace: Trace, before: int, what: str, calls: list[ModuleCall]) -> Side:
-    """Trace the columns of one operand [B, H, T, c] back to one projection (through a QK-norm)."""
-    _, h, t, c = operand.shape
-    target = operand.permute(0, 2, 1, 3).reshape(B * t, h * c)
-    projections = [p for p in trace.projections if p.seq < before and as_rows(p.out, B, t) is not None]
+    """Trace the columns of one operand [N, H, T, c] back to one projection (through a QK-norm)."""
+    n, h, t, c = operand.shape
+    target = operand.permute(0, 2, 1, 3).reshape(n * t, h * c)
+    projections = [p for p in trace.projections if p.seq < before and as_rows(p.out, n, t) is not None]
     projections.reverse()  # the latest first
-    matches = match_columns(target, [as_rows(p.out, B, t) for p in projections])
+    matches = match_columns(target, [as_rows(p.out, n, t) for p in projections])
     norm = None
     if any(m is None for m in matches):
-        norm, matches = _through_norm(target, trace, before, t, projections, calls)
+        norm, matches = _through_norm(target, trace, before, n, t, projections, calls)
     if any(m is None for m in matches):
         raise Underivable(
             "not bilinear",
@@ -137,7 +150,10 @@ def _side(operand: torch.Tensor, trace: Trace, before: int, what: str, calls: li
     factors = [m.factor for m in matches]
     if max(factors) - min(factors) > 1e-6 * max(abs(f) for f in factors) and norm is None:
         raise Underivable("not bilinear", f"the {what} are scaled differently per column ({min(factors)} to {max(factors)})")
-    return Side(projection, rows, matches[0].factor, norm)
+    offsets = torch.tensor([m.offset / m.factor for m in matches], dtype=torch.float64).reshape(h, c)
+    scale = max(float(target.abs().max()), 1e-300)
+    added = offsets if norm is None and float(offsets.abs().max()) > 1e-6 * scale else None
+    return Side(projection, rows, matches[0].factor, norm, added)
 
 
 def _norm_calls(calls: list[ModuleCall], before: int) -> list[ModuleCall]:
@@ -149,21 +165,21 @@ def _norm_calls(calls: list[ModuleCall], before: int) -> list[ModuleCall]:
     return out
 
 
-def _through_norm(target, trace: Trace, before: int, t: int, projections: list[Projection], calls):
+def _through_norm(target, trace: Trace, before: int, n: int, t: int, projections: list[Projection], calls):
     """Columns matched through one norm module (QK-norm): the norm's output holds them, its
     input is a projection's output. Returns (the norm call, matches to the projections)."""
-    candidates = [c for c in _norm_calls(calls, before) if as_rows(c.output, B, t) is not None]
+    candidates = [c for c in _norm_calls(calls, before) if as_rows(c.output, n, t) is not None]
     candidates.reverse()
     for norm in candidates:
-        found = match_columns(target, [as_rows(norm.output, B, t)])
+        found = match_columns(target, [as_rows(norm.output, n, t)])
         if any(m is None for m in found):
             continue
         x = norm.args[0] if norm.args else next(iter(norm.kwargs.values()))
-        x_rows = as_rows(x, B, t)
+        x_rows = as_rows(x, n, t)
         if x_rows is None:
             continue
         # the norm keeps each column in place: its input column = its output column
-        inner = match_columns(x_rows, [as_rows(p.out, B, t) for p in projections])
+        inner = match_columns(x_rows, [as_rows(p.out, n, t) for p in projections])
         matches = [inner[m.column] for m in found]
         if all(m is not None for m in matches):
             return norm, matches
@@ -191,25 +207,53 @@ def _subtree(trace: Trace, root: ModuleCall) -> list[ModuleCall]:
     return [c for c in trace.calls if c.seq_start >= root.seq_start and c.seq_end <= root.seq_end]
 
 
-def attention_call(trace: Trace, softmax: Softmax) -> AttentionCall | None:
-    """The attention call of one softmax; None when the softmax is over no product of two activations."""
+def _batches(trace: Trace, product: Product, calls: list[ModuleCall]) -> list[int]:
+    """Candidate batch sizes of a product's leading dims: B, then the leading dims of the
+    projections run inside the attention call over as many tokens (Swin's windows: B x windows)."""
+    tq = product.a.shape[-2]
+    inside = {c.index for c in calls}
+    found = [B]
+    for p in trace.projections:
+        if p.seq < product.seq and p.calls and p.calls[-1] in inside and p.out.ndim >= 3 and p.out.shape[-2] == tq:
+            lead = p.out[..., 0, 0].numel()
+            if lead not in found:
+                found.append(lead)
+    return found
+
+
+def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax) -> AttentionCall | None:
+    """The attention call of one softmax (other: the same softmax in again, a forward of other
+    tokens); None when the softmax is over no product of two activations."""
     product = _product_of(trace, softmax)
     if product is None:
         return None
     call = _innermost(trace, softmax)
-    out = _heads_view(product.out, B)
-    scores = _heads_view(softmax.scores, B)
-    a, k = _heads_view(product.a, B), _heads_view(product.k, B)
+    calls = _subtree(trace, call)
+    other_product = _product_of(again, other)
+    if other_product is None or other_product.out.shape != product.out.shape:
+        raise Underivable("layout", f"{call.name}: the forward of other tokens ran another attention product")
+    error = None
+    for batch in _batches(trace, product, calls):
+        try:
+            a, k = _heads_view(product.a, batch), _heads_view(product.k, batch)
+            q_side = _side(a, trace, product.seq, "queries", calls)
+            k_side = _side(k, trace, product.seq, "keys", calls)
+            break
+        except Underivable as e:
+            error = error or e
+    else:
+        raise error
+    out = _heads_view(product.out, batch)
+    scores = _heads_view(softmax.scores, batch)
     tk = out.shape[-1]
     extra = scores.shape[-1] - tk
     scores = scores[..., :tk]
-    open_ = _open_positions(scores)
+    others = _heads_view(other.scores, batch)[..., :tk]
+    other_out = _heads_view(other_product.out, batch)
+    open_ = open_positions(scores, others)
     if open_.double().mean() < 0.3:
         raise Underivable("layout", f"only {int(open_.sum())} of {open_.numel()} attention logits are unmasked")
-    scale, position = _fit_scale(scores, out, open_)
-    calls = _subtree(trace, call)
-    q_side = _side(a, trace, product.seq, "queries", calls)
-    k_side = _side(k, trace, product.seq, "keys", calls)
+    scale, position = fit_scale(scores, others, out, other_out, open_)
     xq, xk = q_side.projection.x, k_side.projection.x
     cross = not (xq.shape == xk.shape and torch.equal(xq, xk))
     return AttentionCall(
@@ -218,8 +262,12 @@ def attention_call(trace: Trace, softmax: Softmax) -> AttentionCall | None:
     )  # fmt: skip
 
 
-def attention_calls(trace: Trace) -> list[AttentionCall]:
-    found = [c for s in trace.softmaxes if (c := attention_call(trace, s)) is not None]
+def attention_calls(trace: Trace, again: Trace) -> list[AttentionCall]:
+    """The attention calls of a forward (again: the same forwards on other tokens)."""
+    if len(trace.softmaxes) != len(again.softmaxes):
+        raise Underivable("layout", "two forwards of the same shapes ran different numbers of softmaxes")
+    pairs = zip(trace.softmaxes, again.softmaxes)
+    found = [c for s, o in pairs if (c := attention_call(trace, s, again, o)) is not None]
     if not found:
         why = "products without a softmax (linear attention?)" if trace.products else "no product of two activations"
         raise Underivable("no attention", f"the forward ran no softmax over a q.k product ({why})")

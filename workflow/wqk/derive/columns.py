@@ -16,16 +16,19 @@ TOL = 1e-7  # float64 copies; 1e-7 admits the ones that went through float32 (GP
 
 
 def as_rows(t: torch.Tensor, batch: int, tokens: int) -> torch.Tensor | None:
-    """t [B, T, ...] (or [B*T, ...], or heads first: [B, H, T, c]) as [B*T, m] float64; None when
-    its leading dims are not B, T."""
-    if not isinstance(t, torch.Tensor):
+    """t as [B*T, m] float64 when its leading dims hold B x T tokens (batch first: [B, T, ...],
+    [B*T, ...], [B, height, width, ...]; or heads first: [B, H, T, c]); None otherwise."""
+    if not isinstance(t, torch.Tensor) or t.ndim < 2:
         return None
     if t.ndim == 4 and t.shape[0] == batch and t.shape[2] == tokens and t.shape[1] != tokens:
         return t.permute(0, 2, 1, 3).reshape(batch * tokens, -1).double()
-    if t.ndim >= 3 and t.shape[0] == batch and t.shape[1] == tokens:
-        return t.reshape(batch * tokens, -1).double()
-    if t.ndim >= 2 and t.shape[0] == batch * tokens:
-        return t.reshape(batch * tokens, -1).double()
+    lead = 1
+    for k in range(t.ndim - 1):
+        lead *= t.shape[k]
+        if lead == batch * tokens and (k > 0 or t.ndim == 2 or t.shape[0] == batch * tokens):
+            return t.reshape(batch * tokens, -1).double()
+        if lead > batch * tokens:
+            break
     return None
 
 
@@ -33,27 +36,31 @@ def as_rows(t: torch.Tensor, batch: int, tokens: int) -> torch.Tensor | None:
 class Match:
     source: int  # index of the source tensor
     column: int
-    factor: float  # target = factor * source
+    factor: float  # target = factor * source + offset
+    offset: float  # a constant added after the projection (DeBERTa's separate query bias)
 
 
 def match_columns(target: torch.Tensor, sources: list[torch.Tensor]) -> list[Match | None]:
-    """For each column of target [N, m], the first source [N, n] column it is a multiple of."""
+    """For each column of target [N, m], the first source [N, n] column of which it is a
+    multiple plus a constant."""
     t = target.double()
-    tn = t / t.norm(dim=0).clamp_min(1e-300)
+    tc = t - t.mean(0)
+    tn = tc / tc.norm(dim=0).clamp_min(1e-300)
     found: list[Match | None] = [None] * t.shape[1]
     for s_index, s in enumerate(sources):
         s = s.double()
-        norms = s.norm(dim=0)
-        sn = s / norms.clamp_min(1e-300)
-        cos = tn.T @ sn  # [m, n]
+        sc = s - s.mean(0)
+        norms = sc.norm(dim=0)
+        cos = tn.T @ (sc / norms.clamp_min(1e-300))  # [m, n]
         best = cos.abs().argmax(dim=1)
         for j in range(t.shape[1]):
-            if found[j] is not None or t[:, j].norm() == 0:
+            if found[j] is not None or tc[:, j].norm() <= 1e-12 * t[:, j].norm():
                 continue
             c = int(best[j])
             if abs(float(cos[j, c])) < 1 - TOL or norms[c] == 0:
                 continue
-            factor = float(t[:, j] @ s[:, c] / norms[c] ** 2)
-            if (t[:, j] - factor * s[:, c]).norm() <= TOL * t[:, j].norm():
-                found[j] = Match(s_index, c, factor)
+            factor = float(tc[:, j] @ sc[:, c] / norms[c] ** 2)
+            offset = float(t[:, j].mean() - factor * s[:, c].mean())
+            if (t[:, j] - factor * s[:, c] - offset).norm() <= TOL * t[:, j].norm():
+                found[j] = Match(s_index, c, factor, offset)
     return found

@@ -58,13 +58,21 @@ def _keys_equal(config, value: int, pattern: re.Pattern, exclude: re.Pattern | N
     ]
 
 
+def _lists_holding(config, value: int) -> list[tuple[str, list]]:
+    own = config.to_dict()
+    return [(k, v) for k, v in own.items() if isinstance(v, (list, tuple)) and value in v and HEADS.search(k)]
+
+
 def head_keys(trace: Trace, root):
-    """A function (attention call, heads, kv heads) -> (heads key, kv key or None, multi_query)."""
+    """A function (attention call, heads, kv heads) -> (heads key, kv key or None, multi_query,
+    the head counts per stage where the key names a list: Swin's num_heads, indexed by stage)."""
 
     def keys(call: ModuleCall, heads: int, kv: int):
         config = _owner_config(trace, call, root)
         path = config_path(root, config) or ""
         found = _keys_equal(config, heads, HEADS, KV)
+        if not found and len(lists := _lists_holding(config, heads)) == 1 and kv == heads:
+            return path + lists[0][0], None, False, list(lists[0][1])
         if len(found) != 1:
             raise Underivable(
                 "config",
@@ -73,12 +81,12 @@ def head_keys(trace: Trace, root):
             )
         heads_key = path + found[0]
         if kv == heads:
-            return heads_key, None, False
+            return heads_key, None, False, None
         kv_found = _keys_equal(config, kv, KV)
         if len(kv_found) == 1:
-            return heads_key, path + kv_found[0], False
+            return heads_key, path + kv_found[0], False, None
         if kv == 1:
-            return heads_key, None, True
+            return heads_key, None, True, None
         raise Underivable(
             "config", f"{call.name}: no key-head field of {type(config).__name__} equals the {kv} key heads seen"
         )

@@ -37,6 +37,8 @@ class SiteFacts:
     stack: str
     attention: Attention
     module: str  # the attention module's name
+    heads_list: list | None  # the config's head counts per stage, where its heads key names a list
+    q_bias: str | None  # a query bias added after a projection without one (DeBERTa v1)
     q_weight: str
     k_weight: str
     norm: str | None  # the pre-norm's gain (None: no norm feeds the q projection)
@@ -98,8 +100,13 @@ def _kv_of(q: Side, k: Side, c: int, heads: int) -> list[int]:
 
 
 def _is_norm_output(call: ModuleCall, x: torch.Tensor) -> bool:
+    """Whether x is the call's output, or its tokens reordered (Swin's windows, shifted)."""
     out = call.output
-    return isinstance(out, torch.Tensor) and out.numel() == x.numel() and torch.equal(out.reshape(x.shape), x)
+    if not isinstance(out, torch.Tensor) or out.numel() != x.numel() or out.shape[-1] != x.shape[-1]:
+        return False
+    if torch.equal(out.reshape(x.shape), x):
+        return True
+    return torch.equal(out.flatten().sort().values, x.flatten().sort().values)
 
 
 def _gain(call: ModuleCall) -> torch.nn.Parameter | None:
@@ -157,7 +164,7 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
     stack = "cross" if call.cross else STACK_OF_MASK.get(call.mask)
     if stack is None:
         raise Underivable("layout", f"{call.call.name}: a mask neither causal nor open (a prefix-LM mask?)")
-    heads_key, kv_key, multi_query = config_keys(call.call, heads, kv)
+    heads_key, kv_key, multi_query, heads_list = config_keys(call.call, heads, kv)
     feeding = _norm_source(trace, q.projection.x, q.projection.seq)
     # a norm whose output is also the residual stream (post-norm) is no pre-norm of this layer
     norm = feeding if feeding is not None and id(feeding.output) not in trace.added else None
@@ -174,6 +181,9 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
         if norm is not None and offset != gain_offset:
             raise Underivable("layout", f"{call.call.name}: the QK-norm's gain offset differs from the pre-norm's")
         gain_offset = offset
+    if k.offset is not None:
+        raise Underivable("layout", f"{call.call.name}: a key bias added after the projection (no record field holds one)")
+    q_bias = _added_bias(trace, q) if q.offset is not None else None
     attention = Attention(
         stack,
         "{i}" if fused else "{i}.{p}",  # the names are made templates in assemble
@@ -188,9 +198,18 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
         qk_norm_centred=qk_centred,
     )
     return SiteFacts(
-        stack, attention, call.call.name, q.projection.weight, k.projection.weight, norm.name + ".weight" if norm else None,
+        stack, attention, call.call.name, heads_list, q_bias, q.projection.weight, k.projection.weight, norm.name + ".weight" if norm else None,
         feeding.name + ".weight" if feeding else None, k_norm, qk_norm, heads, kv, call.scale, q.factor * k.factor, call.position_terms, call.extra_logits, call.mask,
     )  # fmt: skip
+
+
+def _added_bias(trace: Trace, side: Side) -> str:
+    """The 1-d parameter holding the bias added to the queries after their projection."""
+    want = side.offset.flatten()
+    for name, p in trace.parameters.items():
+        if p.ndim == 1 and p.numel() == want.numel() and torch.allclose(p.double(), want, rtol=1e-6, atol=1e-9):
+            return name
+    raise Underivable("layout", f"a query bias added after {side.projection.weight} that no parameter holds")
 
 
 def _bias(q: Side, k: Side) -> str | None:

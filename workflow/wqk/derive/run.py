@@ -54,6 +54,7 @@ def _modality(module, path: str) -> str:
 class Step:
     module: str  # "" for the root
     inputs: dict
+    other: dict  # the same shapes, other tokens (or pixels, or sound)
 
 
 def _covered(trace: Trace, tower: Tower) -> bool:
@@ -79,7 +80,7 @@ def plan(model) -> list[Step]:
         try:
             with tracing(model) as trace:
                 model(**inputs)
-            steps.append(Step("", inputs))
+            steps.append(Step("", inputs, forward_inputs(model, every=every, seed=1)))
             break
         except Exception as e:
             error, trace = error or e, None
@@ -88,16 +89,21 @@ def plan(model) -> list[Step]:
             continue
         inputs = forward_inputs(tower.module)
         if _try(model, tower.module, inputs) is not None:
-            steps.append(Step(tower.name, inputs))
+            steps.append(Step(tower.name, inputs, forward_inputs(tower.module, seed=1)))
     if not steps:
         raise error
     return steps
 
 
-def run(model, steps: list[Step]) -> Trace:
-    """The steps' forwards, traced as one."""
+def run(model, steps: list[Step], other: bool = False) -> Trace:
+    """The steps' forwards (on their other inputs), traced as one."""
     modules = dict(model.named_modules())
     with tracing(model) as trace:
         for step in steps:
-            modules[step.module](**step.inputs)
+            modules[step.module](**(step.other if other else step.inputs))
     return trace
+
+
+def runs(model, steps: list[Step]) -> tuple[Trace, Trace]:
+    """The steps traced on their inputs and on their other inputs."""
+    return run(model, steps), run(model, steps, other=True)

@@ -93,10 +93,14 @@ def _shrink_dict(own: dict, counts: _Counts) -> dict:
             out[k] = 8
         elif k == "sliding_window" and v > 4:
             out[k] = 4
+        elif k == "max_source_positions" and v > 16:  # audio frames (Whisper: 1500)
+            out[k] = 16
         elif re.search(r"moe_intermediate_size|shared_expert_intermediate_size", k):
             out[k] = WIDTH
     for k in ("out_features", "out_indices", "stage_names"):  # backbone stages: recomputed from the depth
         out.pop(k, None)
+    for k in [k for k in out if "softcap" in k and "attn" in k]:  # a monotone map of q.k: the form is under it
+        out[k] = None
     if isinstance(out.get("vocab_size"), int):
         _remap_token_ids(out, out["vocab_size"])
     _shrink_layer_lists(out)

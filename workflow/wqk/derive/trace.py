@@ -72,6 +72,7 @@ class Trace:
     products: list[Product] = field(default_factory=list)
     softmaxes: list[Softmax] = field(default_factory=list)
     calls: list[ModuleCall] = field(default_factory=list)
+    parameters: dict = field(default_factory=dict)  # name -> parameter of the traced model
     added: set[int] = field(default_factory=set)  # ids of the tensors some addition read (residual adds)
     _alive: list = field(default_factory=list)  # those tensors, kept so that their ids stay theirs
 
@@ -95,7 +96,7 @@ class Tracer(TorchFunctionMode):
 
     def __init__(self, model: torch.nn.Module):
         super().__init__()
-        self.trace = Trace()
+        self.trace = Trace(parameters=dict(model.named_parameters(remove_duplicate=False)))
         self.params = {id(p): n for n, p in model.named_parameters(remove_duplicate=False)}
         self.open: list[int] = []
         self.seq = 0

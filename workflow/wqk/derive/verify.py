@@ -20,8 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from ..blocks import AttentionBlock
-from .calls import AttentionCall, Side, Underivable, _fit_scale, _heads_view, _open_positions
-from .build import B
+from .calls import AttentionCall, Side, Underivable, _heads_view, fit_scale, open_positions
 from .trace import ModuleCall, Trace
 
 # the reader's factors are float32 (the tiny model's float64 weights rounded): a wrong row, head
@@ -29,9 +28,10 @@ from .trace import ModuleCall, Trace
 TOL = 1e-5
 
 
-def expected_form(block: AttentionBlock, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(x Q_h + b_q) and (y K_kv(h) + b_k) per query head: [B, H, T, c] each, float64."""
-    x, y = (t.reshape(B, -1, t.shape[-1]).double() for t in (x, y))  # Conv1D's addmm sees [B*T, d]
+def expected_form(block: AttentionBlock, x: torch.Tensor, y: torch.Tensor, tq: int, tk: int):
+    """(x Q_h + b_q) and (y K_kv(h) + b_k) per query head: [N, H, T, c] each, float64 (x [N, Tq, d]
+    or, from an addmm, [N*Tq, d])."""
+    x, y = x.reshape(-1, tq, x.shape[-1]).double(), y.reshape(-1, tk, y.shape[-1]).double()
     q = torch.einsum("btd,hdc->bhtc", x, block.q.double())
     k = torch.einsum("btd,hdc->bhtc", y, block.k_per_query_head().double())
     if block.q_bias is not None:
@@ -97,14 +97,14 @@ def _norm_input_call(side: Side, trace: Trace | None, first: Trace | None) -> Mo
     return again[same.index(side.norm)]
 
 
-def seen(call: AttentionCall, again: Trace | None = None, first: Trace | None = None) -> Seen:
-    """The call's Seen in its own forward, or (again, first: the traces) in another forward."""
+def seen(call: AttentionCall, first: Trace, again: Trace) -> Seen:
+    """The call (of the forward first) as the forward again saw it (again may be first): each
+    projection and norm found by its name and how many calls of it ran before, the softmax by
+    its place among the softmaxes."""
     scalings = [
         _scaling(n, t) if (n := _norm_input_call(side, again, first)) is not None else None
         for side, t in ((call.q, call.product.a.shape[-2]), (call.k, call.product.k.shape[-2]))
     ]
-    if again is None:
-        return Seen(call.call.name, call.q.projection.x, call.k.projection.x, call.softmax.scores, *scalings)
     xs = []
     for side in (call.q, call.k):
         before = [p for p in first.projections if p.weight == side.projection.weight]
@@ -114,31 +114,31 @@ def seen(call: AttentionCall, again: Trace | None = None, first: Trace | None = 
     return Seen(call.call.name, xs[0], xs[1], scores, *scalings)
 
 
-def replayed(calls: list[AttentionCall], first: Trace, again: Trace) -> list[Seen]:
-    """The same attention calls in another forward of the model (other positions): each
-    projection and norm found by its name and how many calls of it ran before, the softmax by
-    its place among the softmaxes."""
-    return [seen(c, again, first) for c in calls]
-
-
-def check(block: AttentionBlock, s: Seen, with_rope: bool = False) -> float:
-    """Raise Underivable("verify", ...) unless the call's scores are the block's form (module
-    docstring); returns the fitted scale."""
-    q, k = expected_form(block, s.x, s.y)
-    heads = _heads_view(s.scores, B).shape[1]
-    if q.shape[1] != heads:
-        raise Underivable("verify", f"{s.name}: the block has {q.shape[1]} heads, the forward {heads}")
+def _form(block: AttentionBlock, s: Seen, with_rope: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the block's form, the scores) as [N, H, Tq, Tk] for one forward."""
+    tq = s.scores.shape[-2]
+    n = s.x.reshape(-1, s.x.shape[-1]).shape[0] // tq  # batch (x windows)
+    q, k = expected_form(block, s.x, s.y, tq, s.y.reshape(-1, s.y.shape[-1]).shape[0] // n)
     form = rotated(q, k, block.rope) if with_rope and block.rope is not None else q @ k.transpose(-1, -2)
-    scores = _heads_view(s.scores, B)[..., : form.shape[-1]].double()
-    open_ = _open_positions(scores)
     if block.form == "qk_norm_gain_folded":
         if s.q_scaling is None or s.k_scaling is None:
             raise Underivable("verify", f"{s.name}: a QK-norm block, but the forward ran no QK-norm")
         qs, ks = (t.expand(t.shape[0], q.shape[1], t.shape[2]) if t.shape[1] == 1 else t for t in (s.q_scaling, s.k_scaling))
         ks = ks.repeat_interleave(q.shape[1] // ks.shape[1], dim=1)
         form = form * qs[..., :, None] * ks[..., None, :]
+    scores = _heads_view(s.scores, form.shape[0])[..., : form.shape[-1]].double()
+    if scores.shape[1] != form.shape[1]:
+        raise Underivable("verify", f"{s.name}: the block has {form.shape[1]} heads, the forward {scores.shape[1]}")
+    return form, scores
+
+
+def check(block: AttentionBlock, one: Seen, other: Seen, with_rope: bool = False) -> float:
+    """Raise Underivable("verify", ...) unless the call's scores in two forwards of other tokens
+    are the block's form (module docstring); returns the fitted scale."""
+    form, scores = _form(block, one, with_rope)
+    other_form, other_scores = _form(block, other, with_rope)
     try:
-        scale, _ = _fit_scale(scores, form, open_, TOL)
+        scale, _ = fit_scale(scores, other_scores, form, other_form, open_positions(scores, other_scores), TOL)
     except Underivable as e:
-        raise Underivable("verify", f"{s.name} ({block.stack} layer {block.layer}): {e.reason}") from None
+        raise Underivable("verify", f"{one.name} ({block.stack} layer {block.layer}): {e.reason}") from None
     return scale
