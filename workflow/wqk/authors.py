@@ -66,7 +66,7 @@ def open_authors(ckpt: Checkpoint, name: str | None = None, synthetic: bool = Fa
 def _authors(ckpt: Checkpoint) -> Authors:
     from .adapters import get_record
 
-    return get_record(ckpt.model_type, ckpt.model_id).authors
+    return get_record(ckpt.model_type, ckpt.model_id, ckpt.config).authors
 
 
 def authors_blocks(ckpt: Checkpoint, blocks: Iterable[AttentionBlock]) -> Iterator[AttentionBlock]:
@@ -146,7 +146,7 @@ def _fused_blocks(ckpt: Checkpoint) -> Iterator[AttentionBlock]:
     from .adapters.common import linear_heads
     from .adapters.reader import locate
 
-    for site in locate(ckpt, get_record(ckpt.model_type, ckpt.model_id)):
+    for site in locate(ckpt, get_record(ckpt.model_type, ckpt.model_id, ckpt.config)):
         if site.attention.fused not in ("blocks", "per_head"):
             continue
         w = ckpt.store.get(site.name(site.attention.weight))

@@ -27,6 +27,7 @@ COMMANDS = {
     "score": ("wqk.commands.score", "matrices Parquet (or any checkpoint source) -> scores Parquet"),
     "metrics": ("wqk.commands.metrics", "list the metrics `wqk score --metrics` can compute"),
     "tiny": ("wqk.commands.tiny", "build a tiny random model of a model_type (safetensors)"),
+    "records": ("wqk.commands.records", "architecture records: hand, derived from transformers' forward, or refused"),
     "fetch": ("wqk.commands.fetch", "download only what extraction needs into the cache"),
     "pin": ("wqk.commands.pin", "pin a catalogue's hub revisions to commit shas, in place"),
     "catalogue": ("wqk.commands.catalogue", "a catalogue of the hub's models, from its listing"),

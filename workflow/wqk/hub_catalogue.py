@@ -48,7 +48,19 @@ _UNSAFE = re.compile(r"[\t\r\n\"]")  # a cell is one line of tab-separated text 
 
 
 def modality(model_type: str) -> str:
-    return "audio" if model_type in AUDIO else "vision" if model_type in VISION else "text"
+    """The paper's modality of a model type: the hand-written sets, else what its derived
+    record's forward read (its vision or audio tower, or its main input)."""
+    if model_type in AUDIO or model_type in VISION:
+        return "audio" if model_type in AUDIO else "vision"
+    from .adapters import is_hand
+
+    if is_hand(model_type):
+        return "text"
+    try:
+        from .derive.store import cached
+    except ImportError:  # the light env
+        return "text"
+    return cached(model_type).facts.get("modality", "text")
 
 
 @dataclass(frozen=True)
@@ -133,7 +145,7 @@ def _passes(filters: Filters, model: Listed) -> bool:
 
 def entry(model: Listed, filters: Filters = Filters()) -> Entry:
     """The catalogue row of one listed model, or the reason it cannot have one."""
-    from .adapters import get_record, supported_model_types
+    from .adapters import get_record
 
     def skip(reason: str) -> Entry:
         return Entry(model.repo_id, reason=_clean(reason))
@@ -143,19 +155,16 @@ def entry(model: Listed, filters: Filters = Filters()) -> Entry:
         return skip(f"the hub id {model.repo_id!r} is not one a catalogue source can name")
     if not isinstance(model_type, str) or not model_type:
         return skip("no model_type in the config the hub lists (no config.json, or not a transformers model)")
-    if model_type not in supported_model_types():
-        try:
-            get_record(model_type, model.repo_id)
-        except UnsupportedModelType as e:
-            if "is not scored" in str(e):  # a refused architecture: its reason
-                return skip(str(e))
-        return skip(f"model_type {model_type!r} has no record in wqk.adapters (README.md, Adding a model)")
+    try:  # the hand-written record, else one derived from transformers' forward (or the reason there is none)
+        record = get_record(model_type, model.repo_id, model.config)
+    except UnsupportedModelType as e:
+        return skip(str(e))
     if model.sha is None:
         return skip("the hub listed no commit sha to pin")
     q = filters.query
     if model.n_params is None and (q.min_params is not None or q.max_params is not None):
         return skip("no safetensors parameter count on the hub: the parameter range cannot be checked")
-    objectives = get_record(model_type).objectives
+    objectives = record.objectives
     kind = modality(model_type)
     row = {
         "slug": slug(model.repo_id),

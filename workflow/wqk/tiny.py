@@ -31,7 +31,10 @@ def tiny_spec(model_type: str):
     from .errors import UnsupportedModelType
 
     _load_all()
-    tiny = get_record(model_type).tiny if model_type in tiny_types() else None
+    try:
+        tiny = get_record(model_type).tiny  # a derived record has the tiny model it was derived on
+    except UnsupportedModelType:
+        tiny = None
     if tiny is None:
         raise UnsupportedModelType(
             f"no tiny config for model_type {model_type!r}; known: {', '.join(sorted(tiny_types()))}. "

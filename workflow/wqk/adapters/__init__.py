@@ -76,30 +76,55 @@ def records() -> list[Record]:
     return [_RECORDS[mt] for mt in sorted(_RECORDS)]
 
 
-def get_record(model_type: str, model_id: str = "") -> Record:
+def is_hand(model_type: str) -> bool:
+    """Whether model_type has a hand-written record (or a hand-written refusal)."""
     _load_all()
-    try:
+    return model_type in _RECORDS or model_type in _REFUSED
+
+
+def get_record(model_type: str, model_id: str = "", config: dict | None = None) -> Record:
+    """The record of model_type: the hand-written one, else the one derived from the installed
+    transformers' own forward on a tiny model of config's structure (config.json fields; None:
+    the config class's defaults), verified and cached (wqk.derive)."""
+    _load_all()
+    if model_type in _RECORDS:
         return _RECORDS[model_type]
-    except KeyError:
-        of = f" of {model_id}" if model_id else ""
-        if model_type in _REFUSED:
-            raise UnsupportedModelType(f"model_type {model_type!r}{of} is not scored: {_REFUSED[model_type]}") from None
-        if not model_type:
-            raise UnsupportedModelType(
-                f'config.json{of} has no model_type: add the model\'s "model_type" (as on its hub page or in '
-                "transformers' config class for it) to config.json"
-            ) from None
+    of = f" of {model_id}" if model_id else ""
+    if model_type in _REFUSED:
+        raise UnsupportedModelType(f"model_type {model_type!r}{of} is not scored: {_REFUSED[model_type]}")
+    if not model_type:
         raise UnsupportedModelType(
-            f"model_type {model_type!r}{of} is not supported; supported: {', '.join(supported_model_types())}. "
-            'Check the model_type in its config.json, or add a record for it (README.md, "Adding a model")'
+            f'config.json{of} has no model_type: add the model\'s "model_type" (as on its hub page or in '
+            "transformers' config class for it) to config.json"
+        )
+    return derived_record(model_type, model_id, config)
+
+
+def derived_record(model_type: str, model_id: str = "", config: dict | None = None) -> Record:
+    """The verified derived record of model_type (see get_record); UnsupportedModelType with the
+    category and reason where there is none."""
+    of = f" of {model_id}" if model_id else ""
+    try:
+        from ..derive.store import cached
+    except ImportError as e:  # the light env: no torch, no transformers
+        raise UnsupportedModelType(
+            f"model_type {model_type!r}{of} has no hand-written record, and deriving one needs the models extra "
+            f"({e.name} is not installed): pip install 'wqk[models]'"
         ) from None
+    derivation = cached(model_type, config)
+    if derivation.ok:
+        return derivation.record
+    raise UnsupportedModelType(
+        f"model_type {model_type!r}{of} is not scored: {derivation.category}: {derivation.reason}"
+        + ("" if derivation.category != "unknown type" else '; add a record for it (README.md, "Adding a model")')
+    )
 
 
-def get_adapter(model_type: str, model_id: str = "") -> Adapter:
+def get_adapter(model_type: str, model_id: str = "", config: dict | None = None) -> Adapter:
     """ckpt -> its AttentionBlocks (q and k only), read from the model_type's record."""
     from .reader import read_blocks
 
-    return functools.partial(read_blocks, record=get_record(model_type, model_id))
+    return functools.partial(read_blocks, record=get_record(model_type, model_id, config))
 
 
 def stack_objectives(model_type: str) -> dict[str, str]:
@@ -130,7 +155,7 @@ def model_blocks(
     from ..config_errors import explain_bad_config
     from .reader import read_blocks, with_extras
 
-    record = get_record(ckpt.model_type, ckpt.model_id)
+    record = get_record(ckpt.model_type, ckpt.model_id, ckpt.config)
     info = ModelInfo(
         model=name or ckpt.model_id,
         source=ckpt.model_id,

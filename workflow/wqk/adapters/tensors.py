@@ -57,7 +57,7 @@ def tensor_filter(config: dict) -> TensorFilter | None:
     if not isinstance(model_type, str) or not model_type:
         return None
     try:
-        record = get_record(model_type)
+        record = get_record(model_type, config=config)
     except UnsupportedModelType:
         return None
     patterns = record_patterns(record)

@@ -88,9 +88,16 @@ def _read_blocks(folder: Path, record: Record):
     return {(b.stack, b.layer): b for b in with_extras(ckpt, read_blocks(ckpt, record), record)}
 
 
-def _prefixes(cls) -> tuple[str, ...]:
-    prefix = getattr(cls, "base_model_prefix", "") or ""
-    return (f"{prefix}.", "") if prefix else ("",)
+def _task_class(config, fields: dict | None):
+    """The class config.json's architectures names (a task head: its checkpoint's names and
+    prefix), where transformers has it for this config; else None."""
+    import transformers
+
+    for name in (fields or {}).get("architectures") or ():
+        cls = getattr(transformers, str(name), None)
+        if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel) and isinstance(config, cls.config_class):
+            return cls
+    return None
 
 
 def derive(model_type: str, fields: dict | None = None) -> Derivation:
@@ -112,9 +119,18 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
     from .shrink import tiny_config
     from .verify import check, seen
 
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if model_type not in CONFIG_MAPPING_NAMES:
+        import transformers
+
+        raise Underivable(
+            "unknown type",
+            f"transformers {transformers.__version__} has no config class for it (remote code, or a newer release)",
+        )
     try:
         config = tiny_config(model_type, fields)
-        cls = model_class(config)
+        cls = _task_class(config, fields) or model_class(config)
         model = build(config, cls)
         with _no_rotation(model):
             steps = plan(model)
@@ -138,20 +154,27 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
                 calls = attention_calls(trace, again)
         # learned relative-position tables whose terms read the content (DeBERTa, SAM, WavLM): zeroed,
         # as the hand records' logits tests do; the form scored is the content-content part
-        if calls is None and (tables := _zero_position_tables(model)):
-            remedies["position tables zeroed"] = tables
-            with _no_rotation(model):
-                trace, again = runs(model, steps)
-            calls = attention_calls(trace, again)
+        for biases in (False, True):
+            if calls is None and (tables := _zero_position_tables(model, biases)):
+                remedies["position tables zeroed"] = tables + (["every bias"] if biases else [])
+                with _no_rotation(model):
+                    trace, again = runs(model, steps)
+                with contextlib.suppress(Underivable):
+                    calls = attention_calls(trace, again)
         if calls is None:
             raise first
     keys = head_keys(trace, model.config)
-    facts = _by_tower(_by_cross([site_facts(trace, c, keys) for c in calls]), towers(model))
+    model_towers = towers(model)
+    facts = _by_tower(_by_cross([site_facts(trace, c, keys) for c in calls]), model_towers)
     with tempfile.TemporaryDirectory(prefix="wqk-derive-") as tmp:
         folder = Path(tmp)
-        model.save_pretrained(folder, safe_serialization=True)
+        from ..progress import hub_bars
+
+        with hub_bars():  # no "Writing model shards" frames
+            model.save_pretrained(folder, safe_serialization=True)
         facts = [_as_saved(f, saved_names(model, folder)) for f in facts]
-        record = assemble(model_type, facts, _prefixes(cls), None, Tiny(cls.__name__, _tiny_fields(config)))
+        base = getattr(cls, "base_model_prefix", "") or ""
+        record = assemble(model_type, facts, base, None, Tiny(cls.__name__, _tiny_fields(config)))
         layers = layer_numbers(facts)
         pairs = _blocks_of(calls, facts, _read_blocks(folder, record), layers)
         scales = [check(b, seen(c, trace, trace), seen(c, trace, again)) for c, b in pairs]
@@ -164,10 +187,23 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
             prescale=sorted({round(f.factor, 9) for f in facts}),
             position_terms=any(f.position_terms for f in facts),
             extra_logits=max(f.extra_logits for f in facts),
+            modality=_modality(model, model_towers, facts),
             **rope_facts,
             **remedies,
         ),
     )
+
+
+def _modality(model, towers, facts) -> str:
+    """The paper's modality: a composite with a vision (audio) tower that has attention is
+    vision (audio), as the paper files GIT and Mllama; else its main input's."""
+    from .run import MODALITY_BY_INPUT
+
+    with_sites = [t for t in towers if any(f.module.startswith(t.name + ".") for f in facts)]
+    for kind in ("vision", "audio"):
+        if any(t.modality == kind for t in with_sites):
+            return kind
+    return MODALITY_BY_INPUT.get(getattr(model, "main_input_name", ""), "text")
 
 
 def _block(module: str) -> str:
@@ -178,12 +214,18 @@ def _block(module: str) -> str:
 
 
 def _by_cross(facts):
-    """Self-attention in the layers that hold cross-attention is the decoder's, whatever its mask
-    (DETR's object queries attend to each other bidirectionally)."""
+    """Self-attention in the layers that hold cross-attention, or in a module named decoder, is
+    the decoder's, whatever its mask (DETR's object queries, ViTMAE's decoder attend to each other
+    bidirectionally; the objective stays the mask's)."""
     with_cross = {_block(f.module) for f in facts if f.stack == "cross"}
+
+    def decoder(f) -> bool:
+        parts = f.module.split(".")
+        return _block(f.module) in with_cross or any("decoder" in p for p in parts) and not any("encoder" in p for p in parts)
+
     return [
         dataclasses.replace(f, stack="decoder", attention=dataclasses.replace(f.attention, stack="decoder"))
-        if f.stack == "encoder" and _block(f.module) in with_cross
+        if f.stack == "encoder" and decoder(f)
         else f
         for f in facts
     ]
@@ -219,15 +261,16 @@ POSITION_TABLES = re.compile(
 )
 
 
-def _zero_position_tables(model) -> list[str]:
-    """The relative-position tables and every bias zeroed (what the hand records' logits tests
-    do: a table's terms reach the logits through projections with biases); their names."""
+def _zero_position_tables(model, biases: bool) -> list[str]:
+    """The relative-position tables zeroed, with biases every bias too (what the hand records'
+    logits tests do: a table's terms reach the logits through projections with biases, DeBERTa's);
+    the tables' names."""
     names = []
     with torch.no_grad():
         for name, p in model.named_parameters():
             if POSITION_TABLES.search(name):
                 names.append(name)
-            if POSITION_TABLES.search(name) or name.endswith(".bias"):
+            if POSITION_TABLES.search(name) or (biases and name.endswith(".bias")):
                 p.zero_()
     return names
 
@@ -303,8 +346,13 @@ def _blocks_of(calls: list[AttentionCall], facts, blocks, layers):
 
 
 def _tiny_fields(config) -> dict:
-    d = config.to_diff_dict()
-    for k in ("transformers_version", "_attn_implementation", "architectures", "torch_dtype", "dtype"):
+    """The tiny config's fields that differ from its class's defaults (what Tiny(...) needs)."""
+    try:
+        defaults = type(config)().to_dict()
+    except Exception:  # a config class that needs arguments
+        defaults = {}
+    d = {k: v for k, v in config.to_dict().items() if defaults.get(k, object()) != v}
+    for k in ("transformers_version", "_attn_implementation", "architectures", "torch_dtype", "dtype", "model_type"):
         d.pop(k, None)
     return d
 

@@ -171,11 +171,28 @@ def _ordered(sites: list[SiteFacts]) -> list[tuple[tuple[str, str], list[SiteFac
     return out
 
 
-def attentions(sites: list[SiteFacts], prefixes: tuple[str, ...]) -> tuple[Attention, ...]:
-    """The Attentions of the sites, in stack order."""
-    return tuple(dataclasses.replace(_merge(group)[0], prefixes=prefixes) for _, group in _ordered(sites))
+_NAMES = ("weight", "norm", "first_norm", "k_norm", "q_bias")
 
 
-def record(model_type: str, sites: list[SiteFacts], prefixes, rope: Rotary | None, tiny: Tiny) -> Record:
-    atts = attentions(sites, prefixes)
+def with_prefixes(a: Attention, base: str) -> Attention:
+    """The Attention under the base model's prefix (`model.`, `bert.`): a checkpoint of a task
+    head has it, one of the base model not. Names read from a task head lose it, and both are
+    tried, the prefix first."""
+    if not base:
+        return dataclasses.replace(a, prefixes=("",))
+    lead = base + "."
+    if not a.weight.startswith(lead):
+        return dataclasses.replace(a, prefixes=(lead, ""))
+    cut = {f: getattr(a, f).removeprefix(lead) for f in _NAMES if getattr(a, f)}
+    qk_norm = tuple(n.removeprefix(lead) for n in a.qk_norm) if a.qk_norm else None
+    return dataclasses.replace(a, **cut, qk_norm=qk_norm, prefixes=(lead, ""))
+
+
+def attentions(sites: list[SiteFacts], base: str) -> tuple[Attention, ...]:
+    """The Attentions of the sites, in stack order, under the base model's prefix."""
+    return tuple(with_prefixes(_merge(group)[0], base) for _, group in _ordered(sites))
+
+
+def record(model_type: str, sites: list[SiteFacts], base: str, rope: Rotary | None, tiny: Tiny) -> Record:
+    atts = attentions(sites, base)
     return Record(model_type, atts, objectives(sites), rope=rope, tiny=tiny)

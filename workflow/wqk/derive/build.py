@@ -97,6 +97,19 @@ def _features(config, g) -> torch.Tensor:
     return torch.randn(B, mels, frames, generator=g, dtype=torch.float64)
 
 
+def _patches(config, g) -> dict:
+    """One image of 2m x 2m patches (m: the spatial merge), flattened as Qwen2-VL's vision tower
+    reads them: [patches, channels x temporal patch x patch x patch], and its grid (1, 2m, 2m)."""
+    merge = getattr(config, "spatial_merge_size", None) or 2
+    channels = getattr(config, "in_channels", None) or getattr(config, "in_chans", None) or 3
+    patch = _int(getattr(config, "patch_size", None) or 14)
+    temporal = getattr(config, "temporal_patch_size", None) or 1
+    side = 2 * merge
+    grid = torch.tensor([[1, side, side]])
+    x = torch.randn(side * side, channels * temporal * patch * patch, generator=g, dtype=torch.float64)
+    return {"hidden_states": x, "grid_thw": grid}
+
+
 def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) -> dict:
     """Keyword arguments of model's forward: its main input (token ids, pixels, audio or features,
     shaped by its config) and, with every, the other modalities its signature and config have
@@ -115,6 +128,8 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
         "input_values": lambda: torch.randn(B, 1600, generator=g, dtype=torch.float64),
         "input_features": lambda: _features(config, g),
     }
+    if "grid_thw" in params:  # Qwen2-VL's vision tower and its kin: flattened patches and their grid
+        return _patches(config, g)
     main = getattr(model, "main_input_name", "input_ids")
     if main not in params:
         main = next((k for k in makers if k in params), main)
@@ -127,4 +142,31 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
             kwargs["pixel_values"] = makers["pixel_values"]()
     if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
         kwargs["decoder_input_ids"] = ids(tokens - 2)
+    _by_signature(model, params, kwargs, g, tokens)
     return kwargs
+
+
+def _width(config) -> int:
+    return getattr(config, "hidden_size", None) or getattr(config, "d_model", None) or 32
+
+
+def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
+    """Inputs some forwards need besides their main one, named by their signature."""
+    config = model.config
+    if "input_features" in kwargs and getattr(config, "input_feat_per_channel", None):  # Speech2Text: [B, T, features]
+        feats = config.input_feat_per_channel * getattr(config, "input_channels", 1)
+        kwargs["input_features"] = torch.randn(B, 4 * tokens, feats, generator=g, dtype=torch.float64)
+    if "input_values" in kwargs and "decoder_input_values" in params:  # SpeechT5 without pre-nets: hidden states
+        kwargs["input_values"] = torch.randn(B, tokens, _width(config), generator=g, dtype=torch.float64)
+        kwargs["decoder_input_values"] = torch.randn(B, tokens - 2, _width(config), generator=g, dtype=torch.float64)
+    if "aspect_ratio_ids" in params and "pixel_values" in kwargs:  # Mllama's vision tower: images of tiles
+        kwargs["pixel_values"] = kwargs["pixel_values"][:, None, None]
+        kwargs["aspect_ratio_ids"] = torch.ones(B, 1, dtype=torch.long)
+        kwargs["aspect_ratio_mask"] = torch.ones(B, 1, 1, dtype=torch.long)
+    if "input_points" in params and "pixel_values" in kwargs:  # SAM: one prompt of two points per image
+        size = kwargs["pixel_values"].shape[-1]
+        kwargs["input_points"] = torch.rand(B, 1, 2, 2, generator=g, dtype=torch.float64) * size
+    crosses = any("crossattention" in n or "encoder_attn" in n or "cross_attn" in n for n, _ in model.named_modules())
+    if "encoder_hidden_states" in params and crosses and not getattr(config, "is_encoder_decoder", False):
+        width = getattr(config, "cross_attention_hidden_size", None) or _width(config)
+        kwargs["encoder_hidden_states"] = torch.randn(B, tokens - 3, width, generator=g, dtype=torch.float64)

@@ -21,6 +21,8 @@ CATEGORIES = {
     "layout": "its q/k layout is one the records cannot express",
     "forward": "its tiny model could not be built or run",
     "config": "the config does not name what the forward shows",
+    "verify": "the derived record failed the logits test on its tiny model",
+    "unknown type": "the installed transformers does not know the model type",
 }
 
 
@@ -83,7 +85,8 @@ def _mask_kind(open_: torch.Tensor) -> str:
     diagonal = torch.zeros(tq, tk, dtype=torch.bool)
     diagonal[torch.arange(tq), torch.arange(tq) + tk - tq] = True
     if not bool(open_[..., diagonal].all()):
-        return "mixed"
+        full_rows = open_.all(-1).double().mean() >= 0.5
+        return "full" if tq == tk and full_rows else "mixed"  # padding masked (Mllama's padded tiles)
     if not bool((open_ & future).any()):
         return "causal"
     if tq == tk and torch.equal(open_, open_.T):
@@ -93,6 +96,8 @@ def _mask_kind(open_: torch.Tensor) -> str:
     j = torch.arange(tk)
     if 0 < prefix < tk and torch.equal(open_, (j[None, :] < prefix) | ~future):
         return "prefix"  # a prefix seen by all (GIT's image tokens), causal after it
+    if tq == tk and open_.all(-1).double().mean() >= 0.5:
+        return "full"  # most tokens see every token, the rest are padding (Mllama's padded tiles)
     return "mixed"
 
 
@@ -214,8 +219,13 @@ def _batches(trace: Trace, product: Product, calls: list[ModuleCall]) -> list[in
     inside = {c.index for c in calls}
     found = [B]
     for p in trace.projections:
-        if p.seq < product.seq and p.calls and p.calls[-1] in inside and p.out.ndim >= 3 and p.out.shape[-2] == tq:
-            lead = p.out[..., 0, 0].numel()
+        if p.seq < product.seq and p.calls and p.calls[-1] in inside:
+            if p.out.ndim >= 3 and p.out.shape[-2] == tq:
+                lead = p.out[..., 0, 0].numel()
+            elif p.out.ndim == 2 and p.out.shape[0] % tq == 0:  # tokens flattened (Qwen2-VL's vision tower)
+                lead = p.out.shape[0] // tq
+            else:
+                continue
             if lead not in found:
                 found.append(lead)
     return found

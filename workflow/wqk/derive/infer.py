@@ -58,7 +58,8 @@ def _layout(q: Side, k: Side, heads: int, kv_of: list[int], c: int, fused: bool)
     """The FUSED layout name of the rows the product read; raises when none fits."""
     kv = max(kv_of) + 1
     rows_q = [r for head in q.rows for r in head]
-    rows_k = {g: k.rows[h] for h, g in enumerate(kv_of)}
+    per_query = len(k.rows) == heads
+    rows_k = {g: k.rows[h if per_query else h * len(k.rows) // heads] for h, g in enumerate(kv_of)}
     want_q = [h * c + j for h in range(heads) for j in range(c)]
     if not fused:
         if rows_q != want_q:
@@ -91,6 +92,10 @@ def _no_layout(what: str, side: Side):
 def _kv_of(q: Side, k: Side, c: int, heads: int) -> list[int]:
     """The key head each query head reads, checked to be h // (H / H_kv) (transformers' repeat_kv)."""
     starts = [min(rows) for rows in k.rows]
+    if len(starts) < heads:  # fewer key heads than query heads in the product: broadcast (Falcon-7B)
+        if heads % len(starts):
+            raise Underivable("layout", f"{len(starts)} key heads broadcast over {heads} query heads")
+        starts = [starts[h * len(starts) // heads] for h in range(heads)]
     distinct = sorted(set(starts))
     kv_of = [distinct.index(s) for s in starts]
     kv = len(distinct)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-WIDTH = 48  # divisible by every head count below
-HEAD_DIM = 8
+WIDTH = 96  # divisible by every head count below and by 32 (GroupNorm groups); over 64 (heads = width // 64)
+HEAD_DIM = 16  # 6 heads of 16: the width
 HEAD_COUNTS = (6, 4, 3, 2, 12, 8)  # query-head counts handed out to the head fields, in order
 KV_HEADS = {6: 2, 4: 2, 3: 1, 2: 1, 12: 3, 8: 2}  # a key-head count that divides each (and differs from it)
 LAYERS = 2
@@ -52,8 +52,9 @@ def _is_sub(v) -> bool:
     return isinstance(v, dict) and "model_type" in v
 
 
-def _shrink_dict(own: dict, counts: _Counts) -> dict:
-    """One config's fields (its sub-configs shrunk in turn)."""
+def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False) -> dict:
+    """One config's fields (its sub-configs shrunk in turn); kv_equal: as many key heads as
+    query heads (a config class that allows no other)."""
     out = dict(own)
     widths = {v for k, v in own.items() if WIDTH_KEYS.match(k) and isinstance(v, int) and not isinstance(v, bool)}
     first_heads = None
@@ -63,7 +64,7 @@ def _shrink_dict(own: dict, counts: _Counts) -> dict:
             first_heads = first_heads or out[k]
     for k, v in own.items():
         if _is_sub(v):
-            out[k] = _shrink_dict(v, counts)
+            out[k] = _shrink_dict(v, counts, kv_equal)
         if not isinstance(v, int) or isinstance(v, bool) or HEAD_KEYS.match(k):
             continue
         if WIDTH_KEYS.match(k) or (
@@ -76,7 +77,7 @@ def _shrink_dict(own: dict, counts: _Counts) -> dict:
         elif FFN_KEYS.search(k):
             out[k] = 2 * WIDTH
         elif KV_KEYS.match(k):
-            out[k] = KV_HEADS.get(first_heads or 6, 1)
+            out[k] = (first_heads or 6) if kv_equal else KV_HEADS.get(first_heads or 6, 1)
         elif HEAD_DIM_KEYS.match(k):
             out[k] = HEAD_DIM
         elif LAYER_KEYS.match(k):
@@ -103,7 +104,8 @@ def _shrink_dict(own: dict, counts: _Counts) -> dict:
         out[k] = None
     if isinstance(out.get("vocab_size"), int):
         _remap_token_ids(out, out["vocab_size"])
-    _shrink_layer_lists(out)
+    _shrink_layer_lists(out, own)
+    _rope_sections(out)
     return out
 
 
@@ -127,16 +129,49 @@ def _remap_token_ids(out: dict, vocab: int) -> None:
             out[k] = None
 
 
-def _shrink_layer_lists(out: dict) -> None:
-    """layer_types cut to the shortest prefix holding every kind it lists (at least the layer count)."""
-    types = out.get("layer_types")
+def _shrink_layer_lists(out: dict, own: dict) -> None:
+    """Per-layer settings cut with the depth. layer_types: the shortest prefix holding every kind
+    it lists (the depth raised to it); every other list as long as the old depth (mlp_layer_types,
+    per-layer intermediate sizes) cut to the new one; per_layer_config keys past it dropped."""
     n = out.get("num_hidden_layers")
-    if isinstance(types, (list, tuple)) and types and isinstance(n, int):
-        kinds = set(types)
-        cut = next(end for end in range(1, len(types) + 1) if set(types[:end]) == kinds)
-        cut = max(cut, n)
-        out["num_hidden_layers"] = cut
-        out["layer_types"] = list(types[:cut])
+    old = own.get("num_hidden_layers")
+    if not isinstance(n, int) or isinstance(n, bool):
+        return
+    types = out.get("layer_types")
+    if isinstance(types, (list, tuple)) and types:
+        kinds = set(map(str, types))
+        cut = next(end for end in range(1, len(types) + 1) if set(map(str, types[:end])) == kinds)
+        n = max(cut, n)
+        out["num_hidden_layers"] = n
+    for k, v in own.items():
+        if isinstance(v, (list, tuple)) and isinstance(old, int) and len(v) == old and old > n:
+            out[k] = list(v[:n])
+        elif isinstance(v, dict) and v and all(isinstance(i, str) and i.isdigit() for i in v):
+            out[k] = {i: c for i, c in v.items() if int(i) < n}
+        elif isinstance(v, dict) and v and all(isinstance(i, int) for i in v):
+            out[k] = {i: c for i, c in v.items() if i < n}
+
+
+def _rope_sections(out: dict) -> None:
+    """Multimodal rope sections (mrope_section: a split of the rotary half of each head) rescaled
+    to the shrunk head: same proportions, the sum head_dim / 2."""
+    head_dim = out.get("head_dim") or (
+        out["hidden_size"] // out["num_attention_heads"]
+        if isinstance(out.get("hidden_size"), int) and isinstance(out.get("num_attention_heads"), int)
+        else None
+    )
+    if not isinstance(head_dim, int):
+        return
+    for key in ("rope_parameters", "rope_scaling"):
+        params = out.get(key)
+        if not isinstance(params, dict):
+            continue
+        for name, sections in list(params.items()):
+            if "section" in name and isinstance(sections, (list, tuple)) and sections and sum(sections) > 0:
+                half = head_dim // 2
+                new = [max(1, round(s * half / sum(sections))) for s in sections]
+                new[0] += half - sum(new)
+                params[name] = new
 
 
 def _apply_hints(d: dict, hints: dict) -> None:
@@ -149,11 +184,20 @@ def _apply_hints(d: dict, hints: dict) -> None:
 
 
 def shrink(config):
-    """A shrunk copy of a transformers config (and of its sub-configs)."""
-    d = _shrink_dict(config.to_dict(), _Counts())
-    _apply_hints(d, HINTS.get(config.model_type, {}))
-    d.pop("transformers_version", None)
-    return type(config).from_dict(d)
+    """A shrunk copy of a transformers config (and of its sub-configs). A config class that
+    refuses the first try because its key heads must equal its query heads gets them equal."""
+    error = None
+    for kv_equal in (False, True):
+        d = _shrink_dict(config.to_dict(), _Counts(), kv_equal)
+        _apply_hints(d, HINTS.get(config.model_type, {}))
+        d.pop("transformers_version", None)
+        try:
+            return type(config).from_dict(d)
+        except Exception as e:  # the config class's own validators
+            error = error or e
+            if "key_value_heads" not in str(e) and "kv_heads" not in str(e):
+                break
+    raise error
 
 
 def tiny_config(model_type: str, fields: dict | None = None):

@@ -126,6 +126,13 @@ class Tracer(TorchFunctionMode):
             call.output = output
             call.seq_end = self.seq
 
+    def _same_values(self, t: torch.Tensor) -> str | None:
+        """The 1-d parameter holding exactly t's values (a slice of a concatenation of parameters)."""
+        for name, p in self.trace.parameters.items():
+            if p.ndim == 1 and p.shape == t.shape and torch.equal(p, t) and bool(t.abs().max() > 0):
+                return name
+        return None
+
     def _param(self, t) -> str | None:
         return self.params.get(id(t)) if isinstance(t, torch.nn.Parameter) else None
 
@@ -181,6 +188,57 @@ class Tracer(TorchFunctionMode):
                 self.trace.softmaxes.append(Softmax(self.seq, calls, x.detach().clone()))
         elif name == "scaled_dot_product_attention":
             self._sdpa(calls, args, kwargs)
+        elif name == "multi_head_attention_forward":
+            self._mha(calls, args, kwargs)
+
+    def _mha(self, calls, args, kwargs):
+        """torch's multi_head_attention_forward runs as one call here: its projections, product and
+        scores recomputed as its documented algorithm computes them (WavLM)."""
+        names = (
+            "query", "key", "value", "embed_dim_to_check", "num_heads", "in_proj_weight", "in_proj_bias", "bias_k",
+            "bias_v", "add_zero_attn", "dropout_p", "out_proj_weight", "out_proj_bias", "training",
+            "key_padding_mask", "need_weights", "attn_mask", "use_separate_proj_weight", "q_proj_weight",
+            "k_proj_weight",
+        )  # fmt: skip
+        a = dict(zip(names, args), **kwargs)
+        query, key = a["query"], a["key"]
+        if a.get("bias_k") is not None or a.get("add_zero_attn") or query.ndim != 3 or key.ndim != 3:
+            return
+        e, h = query.shape[-1], a["num_heads"]
+        sides = []
+        for n, x, own in ((0, query, a.get("q_proj_weight")), (1, key, a.get("k_proj_weight"))):
+            weight = own if a.get("use_separate_proj_weight") else a["in_proj_weight"]
+            wname = self._param(weight)
+            bias = a.get("in_proj_bias")
+            rows = slice(0, e) if a.get("use_separate_proj_weight") else slice(n * e, (n + 1) * e)
+            b = bias[n * e : (n + 1) * e] if bias is not None else None
+            xb = x.transpose(0, 1)  # [B, T, E]
+            if wname is None:
+                return
+            out = F.linear(xb, weight, None if a.get("use_separate_proj_weight") else bias)
+            bname = self._param(bias)
+            if a.get("use_separate_proj_weight") and b is not None:
+                out = out + b
+                bname = self._same_values(b)  # WavLM concatenates q_proj.bias, k_proj.bias, v_proj.bias
+            self.trace.projections.append(Projection(self.seq, calls, wname, bname, False, _keep(xb), _keep(out)))
+            self.seq += 1
+            sides.append(out[..., rows])
+        bsz, tq, tk = query.shape[1], query.shape[0], key.shape[0]
+        hd = e // h
+        q = sides[0].reshape(bsz, tq, h, hd).transpose(1, 2) / math.sqrt(hd)
+        k = sides[1].reshape(bsz, tk, h, hd).transpose(1, 2)
+        out = q @ k.transpose(-1, -2)
+        scores = out.clone()
+        mask = a.get("attn_mask")
+        if mask is not None:
+            mask = mask.reshape(bsz, h, tq, tk) if mask.ndim == 3 else mask
+            scores = scores.masked_fill(mask, -math.inf) if mask.dtype == torch.bool else scores + mask
+        padding = a.get("key_padding_mask")
+        if padding is not None:
+            scores = scores.masked_fill(padding[:, None, None, :].bool(), -math.inf)
+        product = Product(self.seq, calls, _keep(q), _keep(k), _keep(out))
+        self.trace.products.append(product)
+        self.trace.softmaxes.append(Softmax(self.seq, calls, _keep(scores), product))
 
     def _einsum(self, calls, args, out):
         eq, ops = args[0], args[1:]

@@ -1,0 +1,203 @@
+"""Records derived from transformers' own forward (wqk.derive), against the hand-written ones.
+
+- agreement: for every hand record with a tiny model, the record derived from the structure of
+  that tiny model's config reads the same factors, bit for bit, from the same saved checkpoint:
+  q and k per head, the q/k biases, the pre-norm gains, whether the norm centres, the rotary
+  frequencies and layout, the form (QK-norm folding). Where a hand record must stay, MUST_STAY
+  says why, and the test checks that the derivation indeed refuses, with that category.
+- the derivation's pieces: templates over layers, mask kinds, the scale fit between two forwards
+  (a non-linear map and a per-head scale refused), column matching up to a factor and a constant;
+- `wqk records derive` prints a record module that, executed, registers the same record;
+- the cache: a second lookup derives nothing; get_record falls back to a derived record, and
+  `wqk score` scores a model type that has no hand record (MPNet), equal to its own forward.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from wqk.adapters import get_record, records
+from wqk.adapters.reader import read_blocks, with_extras
+from wqk.checkpoints import open_checkpoint
+from wqk.derive import derive
+from wqk.derive.assemble import template
+from wqk.derive.calls import Underivable, _mask_kind, fit_scale
+from wqk.derive.columns import match_columns
+from wqk.tiny import build_tiny
+
+HAND = [r.model_type for r in records() if r.tiny is not None]
+
+# model_type -> (the derivation's refusal category, why the hand record must stay)
+MUST_STAY = {
+    "musicgen": ("forward", "a text encoder, an audio codec and a decoder over codebooks: no generic input builds it"),
+    "swinv2": ("not bilinear", "cosine attention: q and k normalised by a function, scaled per head"),
+    "mask2former": ("forward", "deformable attention in its pixel decoder and a Swin backbone with per-stage lists"),
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory):
+    cache: dict[str, Path] = {}
+
+    def get(model_type: str) -> Path:
+        if model_type not in cache:
+            cache[model_type] = build_tiny(model_type, tmp_path_factory.mktemp(model_type))
+        return cache[model_type]
+
+    return get
+
+
+def _blocks(folder: Path, record) -> dict:
+    ckpt = open_checkpoint(str(folder))
+    return {(b.stack, b.layer): b for b in with_extras(ckpt, read_blocks(ckpt, record), record)}
+
+
+def _differences(hand, derived) -> list[str]:
+    out = []
+    for f in ("q", "k", "q_bias", "k_bias", "q_gain", "k_gain"):
+        x, y = getattr(hand, f), getattr(derived, f)
+        if (x is None) != (y is None) or (x is not None and not (x.shape == y.shape and torch.equal(x, y))):
+            out.append(f)
+    out += [f for f in ("norm_centred", "rope", "form", "heads") if getattr(hand, f) != getattr(derived, f)]
+    return out
+
+
+@pytest.mark.parametrize("model_type", HAND)
+def test_the_derived_record_reads_the_hand_records_factors(model_type, tiny_models):
+    folder = tiny_models(model_type)
+    hand = get_record(model_type)
+    config = json.loads((folder / "config.json").read_text())
+    result = derive(hand.tiny.family or model_type, config)
+    if model_type in MUST_STAY:
+        category, why = MUST_STAY[model_type]
+        assert not result.ok and result.category == category, (why, result.category, result.reason)
+        return
+    assert result.ok, f"{result.category}: {result.reason}"
+    want, got = _blocks(folder, hand), _blocks(folder, result.record)
+    assert set(want) <= set(got), f"hand reads {sorted(want)}, derived {sorted(got)}"
+    bad = {key: d for key in want if (d := _differences(want[key], got[key]))}
+    assert not bad, bad
+    assert {s: result.record.objectives[s] for s in hand.objectives} == hand.objectives
+
+
+def test_templates_keep_constant_numbers_and_name_the_varying_ones():
+    names = ["encoder.block.0.layer.0.SelfAttention.q.weight", "encoder.block.1.layer.0.SelfAttention.q.weight"]
+    assert template(names) == ("encoder.block.{i}.layer.0.SelfAttention.q.weight", [(0,), (1,)])
+    swin = ["layers.0.blocks.0.q", "layers.0.blocks.1.q", "layers.1.blocks.0.q"]
+    assert template(swin) == ("layers.{i}.blocks.{j}.q", [(0, 0), (0, 1), (1, 0)])
+    assert template(["a.0.q"]) == ("a.{i}.q", [(0,)])  # one layer: its number is the field
+    assert template(["a.0.q", "b.1.q"]) is None
+
+
+def test_mask_kinds():
+    t = 6
+    causal = torch.ones(t, t, dtype=torch.bool).tril()
+    assert _mask_kind(torch.ones(t, t, dtype=torch.bool)) == "full"
+    assert _mask_kind(causal) == "causal"
+    band = (torch.arange(t)[:, None] - torch.arange(t)[None, :]).abs() <= 1
+    assert _mask_kind(band) == "band"
+    prefix = causal | (torch.arange(t)[None, :] < 2)
+    assert _mask_kind(prefix) == "prefix"
+    assert _mask_kind(causal.T) == "mixed"  # the future open, the past masked
+
+
+def test_the_scale_fit_takes_row_constants_and_position_terms_and_nothing_else():
+    g = torch.Generator().manual_seed(0)
+    out, other = (torch.randn(2, 3, 5, 5, generator=g, dtype=torch.float64) for _ in range(2))
+    position = torch.randn(3, 5, 5, generator=g, dtype=torch.float64)  # ALiBi-like: no token in it
+    rows = lambda: torch.randn(2, 3, 5, 1, generator=g, dtype=torch.float64)  # noqa: E731
+    open_ = torch.ones(2, 3, 5, 5, dtype=torch.bool)
+    s, terms = fit_scale(0.5 * out + position + rows(), 0.5 * other + position + rows(), out, other, open_)
+    assert abs(s - 0.5) < 1e-12 and terms
+    s, terms = fit_scale(2 * out, 2 * other, out, other, open_)
+    assert abs(s - 2) < 1e-12 and not terms
+    with pytest.raises(Underivable, match="no linear map"):  # soft-capping
+        fit_scale(torch.tanh(out), torch.tanh(other), out, other, open_)
+    per_head = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)[None, :, None, None]
+    with pytest.raises(Underivable, match="scaled per head"):
+        fit_scale(per_head * out, per_head * other, out, other, open_)
+
+
+def test_columns_match_up_to_a_factor_and_a_constant_and_nothing_else():
+    g = torch.Generator().manual_seed(1)
+    source = torch.randn(18, 6, generator=g, dtype=torch.float64)
+    target = torch.stack([0.25 * source[:, 3], -2 * source[:, 0] + 0.7, torch.randn(18, generator=g).double()], 1)
+    found = match_columns(target, [source])
+    assert (found[0].column, found[0].factor) == (3, pytest.approx(0.25)) and found[0].offset == pytest.approx(0)
+    assert (found[1].column, found[1].factor, found[1].offset) == (0, pytest.approx(-2), pytest.approx(0.7))
+    assert found[2] is None
+
+
+def test_the_printed_record_module_registers_the_derived_record(capsys):
+    from wqk.adapters import AR, BI, Attention, Record, Rotary, Tiny
+    from wqk.cli import main
+
+    assert main(["records", "derive", "gpt_neox"]) == 0
+    source = capsys.readouterr().out
+    registered = []
+    namespace = dict(
+        AR=AR, BI=BI, Attention=Attention, Record=Record, Rotary=Rotary, Tiny=Tiny, register=registered.append
+    )
+    exec(compile(source.replace("from . import", "# from . import"), "<record>", "exec"), namespace)
+    derived = derive("gpt_neox").record
+    assert len(registered) == 1
+    assert registered[0].attention == derived.attention and registered[0].rope == derived.rope
+    assert registered[0].objectives == derived.objectives
+
+
+def test_a_derivation_is_cached_and_read_back_without_deriving(tmp_path, monkeypatch):
+    import wqk.derive as derive_module
+    from wqk.derive.store import cached, path_for
+
+    monkeypatch.setenv("WQK_CACHE", str(tmp_path))
+    first = cached("mpnet")
+    assert first.ok and path_for("mpnet", None).is_file()
+    monkeypatch.setattr(derive_module, "derive", lambda *a: pytest.fail("derived again"))
+    again = cached("mpnet")
+    assert (again.record.attention, again.record.objectives, again.record.rope) == (
+        first.record.attention,
+        first.record.objectives,
+        first.record.rope,
+    )
+
+
+def test_a_type_without_a_hand_record_scores_through_its_derived_record(tmp_path, monkeypatch):
+    """MPNet (sentence-transformers' all-mpnet-base-v2): no hand record; `wqk score` reads it
+    through its derived record (verified on its own tiny model), every layer and head."""
+    import transformers
+
+    from wqk.cli import main
+    from wqk.derive.shrink import tiny_config
+
+    monkeypatch.setenv("WQK_CACHE", str(tmp_path / "cache"))
+    config = tiny_config("mpnet")
+    model = transformers.MPNetModel(config)
+    model.save_pretrained(tmp_path / "mpnet")
+    assert main(["score", str(tmp_path / "mpnet"), "--out", str(tmp_path / "scores.parquet"), "--device", "cpu"]) == 0
+    import pandas as pd
+
+    scores = pd.read_parquet(tmp_path / "scores.parquet")
+    heads = scores[scores.scope == "head"]
+    assert set(heads["stack"]) == {"encoder"} and len(heads) == config.num_hidden_layers * config.num_attention_heads
+    assert heads.symmetry.between(-1, 1).all()
+    assert get_record("mpnet").attention[0].weight == "encoder.layer.{i}.attention.attn.{p}.weight"
+
+
+def test_refusals_name_their_category():
+    assert derive("convnext").category == "no attention"
+    refused = derive("cpmant")  # products without a softmax
+    assert not refused.ok and refused.category in ("no attention", "not bilinear"), refused
+    unknown = derive("no_such_model_type")
+    assert unknown.category == "unknown type" and "transformers" in unknown.reason
+
+
+def test_the_hand_records_of_the_paper_stay_hand(tmp_path):
+    """get_record returns the hand record where there is one, never a derived one."""
+    for model_type in ("bert", "llama", "whisper"):
+        assert get_record(model_type) is next(r for r in records() if r.model_type == model_type)
+    assert dataclasses.is_dataclass(get_record("bert"))
