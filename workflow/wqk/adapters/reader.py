@@ -257,6 +257,8 @@ class _Extras:
     def _split(self, b: torch.Tensor | None, n: int, k: int, name: str | None) -> torch.Tensor | None:
         if b is None:
             return None
+        if b.ndim == 2 and tuple(b.shape) == (n, k):  # one row per head (a Transformer-XL content bias)
+            b = b.flatten()
         if b.ndim != 1 or b.numel() != n * k:
             raise CorruptCheckpoint(f"{self.ckpt.model_id}: bias {name} is {tuple(b.shape)}, expected ({n * k},)")
         return b.reshape(n, k)

@@ -128,17 +128,21 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
             "unknown type",
             f"transformers {transformers.__version__} has no config class for it (remote code, or a newer release)",
         )
-    try:
-        config = tiny_config(model_type, fields)
-        cls = _task_class(config, fields) or model_class(config)
-        model = build(config, cls)
-        with _no_rotation(model):
-            steps = plan(model)
-            trace, again = runs(model, steps)
-    except Underivable:
-        raise
-    except Exception as e:  # whatever transformers raises building or running the tiny model
-        raise Underivable("forward", f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}") from e
+    error = None
+    for kv_equal in (False, True):  # the second try: as many key heads as query heads
+        try:
+            config = tiny_config(model_type, fields, kv_equal)
+            cls = _task_class(config, fields) or model_class(config)
+            model = build(config, cls)
+            with _no_rotation(model):
+                steps = plan(model)
+                trace, again = runs(model, steps)
+            break
+        except Exception as e:  # whatever transformers raises building or running the tiny model
+            error = error or e
+    else:
+        message = str(error).splitlines()[0][:300] if str(error) else ""
+        raise Underivable("forward", f"{type(error).__name__}: {message}") from error
     remedies = {}
     try:
         calls = attention_calls(trace, again)

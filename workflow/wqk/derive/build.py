@@ -33,7 +33,7 @@ def model_class(config):
     name = MODEL_MAPPING_NAMES.get(config.model_type)
     if isinstance(name, (list, tuple)):
         name = name[0]
-    if name and hasattr(transformers, name):
+    if name and hasattr(transformers, name) and _has_forward(getattr(transformers, name)):
         return getattr(transformers, name)
     module = modeling_module(config.model_type)
     found = [
@@ -41,13 +41,19 @@ def model_class(config):
         for _, c in inspect.getmembers(module, inspect.isclass)
         if issubclass(c, transformers.PreTrainedModel)
         and getattr(c, "config_class", None) is type(config)
-        and "For" not in c.__name__
+        and not c.__name__.endswith("PreTrainedModel")
+        and _has_forward(c)
         and c.__module__ == module.__name__
     ]
-    found.sort(key=lambda c: (not c.__name__.endswith("Model"), len(c.__name__)))
+    # a base model first, else a task head (a type whose only model is one: depth estimation)
+    found.sort(key=lambda c: ("For" in c.__name__, not c.__name__.endswith("Model"), len(c.__name__)))
     if not found:
         raise LookupError(f"no base model class for config {type(config).__name__} in {module.__name__}")
     return found[0]
+
+
+def _has_forward(cls) -> bool:
+    return cls.forward is not torch.nn.Module.forward and cls.forward.__name__ != "_forward_unimplemented"
 
 
 def build(config, cls=None) -> torch.nn.Module:
@@ -108,6 +114,19 @@ def _patches(config, g) -> dict:
     grid = torch.tensor([[1, side, side]])
     x = torch.randn(side * side, channels * temporal * patch * patch, generator=g, dtype=torch.float64)
     return {"hidden_states": x, "grid_thw": grid}
+
+
+def input_variants(model, seed: int = 0) -> list[dict]:
+    """The inputs to try, in order: every modality the forward takes, then its main one alone;
+    audio features as [B, mel bins, frames] (Whisper), then [B, frames, mel bins] (conformers)."""
+    out = []
+    for every in (True, False):
+        inputs = forward_inputs(model, every=every, seed=seed)
+        out.append(inputs)
+        features = inputs.get("input_features")
+        if features is not None and features.ndim == 3:
+            out.append(dict(inputs, input_features=features.transpose(1, 2).contiguous()))
+    return out
 
 
 def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) -> dict:

@@ -149,7 +149,11 @@ def _side(operand: torch.Tensor, trace: Trace, before: int, what: str, calls: li
     sources = {m.source for m in matches}
     if len(sources) != 1:
         names = sorted({projections[s].weight for s in sources})
-        raise Underivable("layout", f"the {what} come from several projections: {names}")
+        raise Underivable(
+            "not bilinear",
+            f"the {what} are assembled from several projections {names} (latent attention's decoupled rotary "
+            "part, a content part and a position part)",
+        )
     projection = projections[sources.pop()]
     rows = [[matches[head * c + j].column for j in range(c)] for head in range(h)]
     factors = [m.factor for m in matches]

@@ -211,8 +211,8 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
 def _added_bias(trace: Trace, side: Side) -> str:
     """The 1-d parameter holding the bias added to the queries after their projection."""
     want = side.offset.flatten()
-    for name, p in trace.parameters.items():
-        if p.ndim == 1 and p.numel() == want.numel() and torch.allclose(p.double(), want, rtol=1e-6, atol=1e-9):
+    for name, p in trace.parameters.items():  # [H*k] (DeBERTa's q_bias) or [H, k] (Transformer-XL's pos_bias_u)
+        if p.ndim <= 2 and p.numel() == want.numel() and torch.allclose(p.double().flatten(), want, rtol=1e-6, atol=1e-9):
             return name
     raise Underivable("layout", f"a query bias added after {side.projection.weight} that no parameter holds")
 

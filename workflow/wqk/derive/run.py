@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .build import forward_inputs
+from .build import input_variants
 from .heads import config_path
 from .trace import Trace, tracing
 
@@ -61,6 +61,21 @@ def _covered(trace: Trace, tower: Tower) -> bool:
     return any(any(trace.calls[i].name == tower.name for i in s.calls) for s in trace.softmaxes)
 
 
+def _first_that_runs(model, module, name: str) -> Step | Exception:
+    """The first of the module's input variants its forward runs on (with the other tokens' of
+    the same variant), or the first variant's error."""
+    error = None
+    variants, others = input_variants(module), input_variants(module, seed=1)
+    for inputs, other in zip(variants, others):
+        try:
+            with tracing(model):
+                module(**inputs)
+            return Step(name, inputs, other)
+        except Exception as e:
+            error = error or e
+    return error
+
+
 def _try(model, module, inputs) -> Trace | None:
     try:
         with tracing(model) as trace:
@@ -73,23 +88,19 @@ def _try(model, module, inputs) -> Trace | None:
 def plan(model) -> list[Step]:
     """The forwards that reach every attention of the model; raises the root's error when none runs."""
     steps: list[Step] = []
-    trace = None
-    error = None
-    for every in (True, False):
-        inputs = forward_inputs(model, every=every)
-        try:
-            with tracing(model) as trace:
-                model(**inputs)
-            steps.append(Step("", inputs, forward_inputs(model, every=every, seed=1)))
-            break
-        except Exception as e:
-            error, trace = error or e, None
+    trace = error = None
+    found = _first_that_runs(model, model, "")
+    if isinstance(found, Step):
+        steps.append(found)
+        trace = _try(model, model, found.inputs)
+    else:
+        error = found
     for tower in towers(model):
         if trace is not None and _covered(trace, tower):
             continue
-        inputs = forward_inputs(tower.module)
-        if _try(model, tower.module, inputs) is not None:
-            steps.append(Step(tower.name, inputs, forward_inputs(tower.module, seed=1)))
+        step = _first_that_runs(model, tower.module, tower.name)
+        if isinstance(step, Step):
+            steps.append(step)
     if not steps:
         raise error
     return steps

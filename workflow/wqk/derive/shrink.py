@@ -63,7 +63,9 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False) -> dict:
             out[k] = counts.take()
             first_heads = first_heads or out[k]
     for k, v in own.items():
-        if _is_sub(v):
+        if _is_sub(v) and v["model_type"] == "timm_backbone":  # timm is not installed: transformers' ResNet
+            out[k] = dict(RESNET)
+        elif _is_sub(v):
             out[k] = _shrink_dict(v, counts, kv_equal)
         if not isinstance(v, int) or isinstance(v, bool) or HEAD_KEYS.match(k):
             continue
@@ -98,8 +100,18 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False) -> dict:
             out[k] = 16
         elif re.search(r"moe_intermediate_size|shared_expert_intermediate_size", k):
             out[k] = WIDTH
+        elif k in ("n_group", "topk_group", "num_expert_group", "topk_groups"):  # expert groups: one, of the 4 left
+            out[k] = 1
+        elif k in LATENT:  # multi-head latent attention's ranks and head parts (DeepSeek-V2/V3)
+            out[k] = LATENT[k]
+        elif k == "rotary_dim" and isinstance(own.get("head_dim") or own.get("n_head"), int):
+            out[k] = min(v, HEAD_DIM // 2)  # GPT-J, CodeGen: a part of each head rotates
     for k in ("out_features", "out_indices", "stage_names"):  # backbone stages: recomputed from the depth
         out.pop(k, None)
+    if out.get("use_timm_backbone"):  # DETR and kin: the transformers ResNet, not timm's (not installed)
+        out["use_timm_backbone"] = False
+        out["use_pretrained_backbone"] = False
+    _stages(out, own)
     for k in [k for k in out if "softcap" in k and "attn" in k]:  # a monotone map of q.k: the form is under it
         out[k] = None
     if isinstance(out.get("vocab_size"), int):
@@ -107,6 +119,37 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False) -> dict:
     _shrink_layer_lists(out, own)
     _rope_sections(out)
     return out
+
+
+LATENT = {"qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16, "kv_lora_rank": 32, "q_lora_rank": 48,
+          "qk_head_dim": 32}  # fmt: skip
+RESNET = {"model_type": "resnet", "depths": [1, 1], "hidden_sizes": [32, 64], "embedding_size": 32,
+          "out_features": ["stage2"]}  # fmt: skip
+STAGE_HEADS = (3, 6)  # per-stage head counts of hierarchical vision models (Swin): width 96, then 192
+
+
+def _stages(out: dict, own: dict) -> None:
+    """Hierarchical vision models (Swin, its kin): two stages of one and two blocks, head counts
+    per stage that differ, a window that fits a 32-pixel image of 4-pixel patches."""
+    depths = own.get("depths")
+    if not (isinstance(depths, (list, tuple)) and depths and all(isinstance(d, int) for d in depths)):
+        return
+    n = min(len(depths), 2)
+    out["depths"] = [1, 2][:n]
+    if isinstance(own.get("num_heads"), (list, tuple)):
+        out["num_heads"] = list(STAGE_HEADS[:n])
+    for k in ("num_layers", "num_stages"):
+        if isinstance(own.get(k), int):
+            out[k] = n
+    if "window_size" in own and isinstance(own["window_size"], int):
+        out["window_size"] = 4
+    if "image_size" in own:
+        out["image_size"] = 32
+    if isinstance(own.get("patch_size"), int):
+        out["patch_size"] = 4
+    for k, v in own.items():  # other per-stage lists (mlp ratios, drop rates)
+        if k not in ("depths", "num_heads") and isinstance(v, (list, tuple)) and len(v) == len(depths) and n < len(v):
+            out[k] = list(v[:n])
 
 
 def _remap_token_ids(out: dict, vocab: int) -> None:
@@ -183,11 +226,12 @@ def _apply_hints(d: dict, hints: dict) -> None:
         node[last] = value
 
 
-def shrink(config):
+def shrink(config, kv_equal: bool = False):
     """A shrunk copy of a transformers config (and of its sub-configs). A config class that
-    refuses the first try because its key heads must equal its query heads gets them equal."""
+    refuses the first try because its key heads must equal its query heads gets them equal
+    (kv_equal: from the start)."""
     error = None
-    for kv_equal in (False, True):
+    for kv_equal in (kv_equal, True):
         d = _shrink_dict(config.to_dict(), _Counts(), kv_equal)
         _apply_hints(d, HINTS.get(config.model_type, {}))
         d.pop("transformers_version", None)
@@ -200,11 +244,12 @@ def shrink(config):
     raise error
 
 
-def tiny_config(model_type: str, fields: dict | None = None):
+def tiny_config(model_type: str, fields: dict | None = None, kv_equal: bool = False):
     """The tiny config of model_type: from config.json fields when given (a checkpoint's
-    structure), else from the config class's defaults."""
+    structure), else from the config class's defaults; kv_equal: as many key heads as query heads
+    (a model whose forward needs them so: DeepSeek-V3's latent attention)."""
     import transformers
 
     fields = {k: v for k, v in (fields or {}).items() if k != "model_type"}
     config = transformers.AutoConfig.for_model(model_type, **fields)
-    return shrink(config)
+    return shrink(config, kv_equal)
