@@ -40,6 +40,20 @@ def seed_of(hub_id: str) -> int:
     return int.from_bytes(hashlib.sha256(hub_id.encode()).digest()[:4], "little")
 
 
+# hub id -> the class its config.json names (architectures), where the record's tiny class is not it: a
+# derived record's tiny model is the base model; the real repo holds the task head's names and prefixes
+ARCHITECTURES = {
+    "sentence-transformers/all-mpnet-base-v2": "MPNetForMaskedLM",
+    "Qwen/Qwen2.5-VL-7B-Instruct": "Qwen2_5_VLForConditionalGeneration",
+    "google/gemma-3-4b-it": "Gemma3ForConditionalGeneration",
+    "openai/gpt-oss-20b": "GptOssForCausalLM",
+    "Qwen/Qwen3-30B-A3B": "Qwen3MoeForCausalLM",
+    "ibm-granite/granite-3.3-8b-instruct": "GraniteForCausalLM",
+    "ibm-granite/granite-3.1-3b-a800m-instruct": "GraniteMoeForCausalLM",
+    "google/mt5-base": "MT5ForConditionalGeneration",
+}
+
+
 def write_popular_repo(hub_id: str, model_type: str, folder: Path) -> None:
     """The tiny model of model_type's record, as the repo of hub_id: config.json, model.safetensors."""
     import transformers
@@ -47,7 +61,7 @@ def write_popular_repo(hub_id: str, model_type: str, folder: Path) -> None:
     from wqk.tiny import build_tiny
 
     transformers.logging.set_verbosity_error()  # tiny vocabularies: token ids out of range, by design
-    build_tiny(model_type, folder, seed=seed_of(hub_id) % 2**31)
+    build_tiny(model_type, folder, seed=seed_of(hub_id) % 2**31, architecture=ARCHITECTURES.get(hub_id))
     path = folder / "config.json"
     config = json.loads(path.read_text(encoding="utf-8"))
     config.pop("wqk_synthetic", None)

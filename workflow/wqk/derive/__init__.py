@@ -102,6 +102,15 @@ def _task_class(config, fields: dict | None):
 
 def derive(model_type: str, fields: dict | None = None) -> Derivation:
     """The verified record of model_type (of the structure of config.json fields, when given)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model's ops: threads cost more than they bring
+    try:
+        return _derive_quietly(model_type, fields)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _derive_quietly(model_type: str, fields: dict | None) -> Derivation:
     with _quiet():
         try:
             return _derive(model_type, fields)

@@ -41,26 +41,28 @@ class Match:
 
 
 def match_columns(target: torch.Tensor, sources: list[torch.Tensor]) -> list[Match | None]:
-    """For each column of target [N, m], the first source [N, n] column of which it is a
-    multiple plus a constant."""
+    """For each column of target [N, m], the first source [N, n] column (sources in order) of
+    which it is a multiple plus a constant."""
+    if not sources:
+        return [None] * target.shape[1]
     t = target.double()
     tc = t - t.mean(0)
-    tn = tc / tc.norm(dim=0).clamp_min(1e-300)
+    tnorm = tc.norm(dim=0)
+    s = torch.cat([x.double() for x in sources], dim=1)
+    owner = torch.cat([torch.full((x.shape[1],), i) for i, x in enumerate(sources)])
+    column = torch.cat([torch.arange(x.shape[1]) for x in sources])
+    sc = s - s.mean(0)
+    norms = sc.norm(dim=0)
+    cos = (tc / tnorm.clamp_min(1e-300)).T @ (sc / norms.clamp_min(1e-300))  # [m, all source columns]
+    hit = (cos.abs() >= 1 - TOL) & (norms > 0)
     found: list[Match | None] = [None] * t.shape[1]
-    for s_index, s in enumerate(sources):
-        s = s.double()
-        sc = s - s.mean(0)
-        norms = sc.norm(dim=0)
-        cos = tn.T @ (sc / norms.clamp_min(1e-300))  # [m, n]
-        best = cos.abs().argmax(dim=1)
-        for j in range(t.shape[1]):
-            if found[j] is not None or tc[:, j].norm() <= 1e-12 * t[:, j].norm():
-                continue
-            c = int(best[j])
-            if abs(float(cos[j, c])) < 1 - TOL or norms[c] == 0:
-                continue
+    for j in range(t.shape[1]):
+        if tnorm[j] <= 1e-12 * t[:, j].norm():
+            continue
+        for c in hit[j].nonzero().flatten().tolist():  # the first source that holds it
             factor = float(tc[:, j] @ sc[:, c] / norms[c] ** 2)
             offset = float(t[:, j].mean() - factor * s[:, c].mean())
             if (t[:, j] - factor * s[:, c] - offset).norm() <= TOL * t[:, j].norm():
-                found[j] = Match(s_index, c, factor, offset)
+                found[j] = Match(int(owner[c]), int(column[c]), factor, offset)
+                break
     return found

@@ -61,16 +61,16 @@ def _covered(trace: Trace, tower: Tower) -> bool:
     return any(any(trace.calls[i].name == tower.name for i in s.calls) for s in trace.softmaxes)
 
 
-def _first_that_runs(model, module, name: str) -> Step | Exception:
+def _first_that_runs(model, module, name: str) -> tuple[Step, Trace] | Exception:
     """The first of the module's input variants its forward runs on (with the other tokens' of
-    the same variant), or the first variant's error."""
+    the same variant) and its trace, or the first variant's error."""
     error = None
     variants, others = input_variants(module), input_variants(module, seed=1)
     for inputs, other in zip(variants, others):
         try:
-            with tracing(model):
+            with tracing(model) as trace:
                 module(**inputs)
-            return Step(name, inputs, other)
+            return Step(name, inputs, other), trace
         except Exception as e:
             error = error or e
     return error
@@ -90,17 +90,17 @@ def plan(model) -> list[Step]:
     steps: list[Step] = []
     trace = error = None
     found = _first_that_runs(model, model, "")
-    if isinstance(found, Step):
-        steps.append(found)
-        trace = _try(model, model, found.inputs)
+    if isinstance(found, tuple):
+        steps.append(found[0])
+        trace = found[1]
     else:
         error = found
     for tower in towers(model):
         if trace is not None and _covered(trace, tower):
             continue
-        step = _first_that_runs(model, tower.module, tower.name)
-        if isinstance(step, Step):
-            steps.append(step)
+        found = _first_that_runs(model, tower.module, tower.name)
+        if isinstance(found, tuple):
+            steps.append(found[0])
     if not steps:
         raise error
     return steps
