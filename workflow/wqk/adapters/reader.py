@@ -103,7 +103,7 @@ def read_qk(ckpt: Checkpoint, site: Site) -> AttentionBlock:
     """One layer's per-head Q and K."""
     a, store = site.attention, ckpt.store
     if a.fused in (None, "kv"):
-        wq, wk = (store.get(site.name(a.weight, p)) for p in a.qk)
+        wq, wk = (_as_matrix(store.get(site.name(a.weight, p))) for p in a.qk)
         wq, wk = (wq.T, wk.T) if a.conv1d else (wq, wk)
         if a.fused == "kv":  # [k | v] along the outputs
             if wk.shape[0] % 2:
@@ -113,7 +113,7 @@ def read_qk(ckpt: Checkpoint, site: Site) -> AttentionBlock:
             wk = wk[: wk.shape[0] // 2]
     else:
         name = site.name(a.weight)
-        w = store.get(name)
+        w = _as_matrix(store.get(name))
         try:
             wq, wk = fused_rows(w.T if a.conv1d else w, site.heads, site.kv_heads, a.fused)
         except ValueError as e:
@@ -126,6 +126,11 @@ def read_qk(ckpt: Checkpoint, site: Site) -> AttentionBlock:
         storage=_storage(store, [site.name(a.weight, p) for p in a.qk] if a.fused in (None, "kv") else [name]),
     )
     return _fold_qk_norm(ckpt, site, block) if a.qk_norm else block
+
+
+def _as_matrix(w: torch.Tensor) -> torch.Tensor:
+    """A 1x1 convolution's weight [out, in, 1] as the [out, in] matrix it is (SqueezeBERT)."""
+    return w.reshape(w.shape[0], w.shape[1]) if w.ndim > 2 and all(n == 1 for n in w.shape[2:]) else w
 
 
 _FLOAT_STORAGE = ("F32", "F16", "BF16")

@@ -195,18 +195,28 @@ def _through_norm(target, trace: Trace, before: int, n: int, t: int, projections
     return None, [None]
 
 
+def _scope(trace: Trace, calls: tuple[int, ...]) -> tuple[int, ...]:
+    """The module calls an op ran in, less the innermost ones that are leaf wrappers (nn.Softmax,
+    SqueezeBERT's MatMulWrapper): the attention module's call is the innermost one left."""
+    end = len(calls)
+    while end > 1 and not any(True for _ in trace.calls[calls[end - 1]].module.children()):
+        end -= 1
+    return calls[:end]
+
+
 def _innermost(trace: Trace, softmax: Softmax) -> ModuleCall:
     if not softmax.calls:
         raise Underivable("layout", "a softmax ran outside every module")
-    return trace.calls[softmax.calls[-1]]
+    return trace.calls[_scope(trace, softmax.calls)[-1]]
 
 
 def _product_of(trace: Trace, softmax: Softmax) -> Product | None:
     if softmax.product is not None:
         return softmax.product
     tq, tk = softmax.scores.shape[-2:]
+    scope = _scope(trace, softmax.calls)
     for product in reversed(trace.products):
-        if product.seq < softmax.seq and product.calls == softmax.calls and product.out.shape[-2] == tq:
+        if product.seq < softmax.seq and _scope(trace, product.calls) == scope and product.out.shape[-2] == tq:
             if product.out.shape[-1] <= tk:
                 return product
     return None

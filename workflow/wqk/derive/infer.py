@@ -173,7 +173,12 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
     feeding = _norm_source(trace, q.projection.x, q.projection.seq)
     # a norm whose output is also the residual stream (post-norm) is no pre-norm of this layer
     norm = feeding if feeding is not None and id(feeding.output) not in trace.added else None
-    gain_offset, centred = norm_kind(norm) if norm is not None else (0.0, None)
+    gain_offset, centred = 0.0, None
+    if norm is not None:
+        try:
+            gain_offset, centred = norm_kind(norm)
+        except Underivable:  # no normalisation, an affine map (MobileBERT's NoNorm): no pre-norm gain
+            norm = None
     k_norm = None
     if call.cross and (source := _norm_source(trace, k.projection.x, k.projection.seq)) is not None:
         k_norm = source.name + ".weight"

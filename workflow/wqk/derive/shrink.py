@@ -52,11 +52,21 @@ def _is_sub(v) -> bool:
     return isinstance(v, dict) and "model_type" in v
 
 
-def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False) -> dict:
+def _widths(d: dict) -> set[int]:
+    """Every width of a config and of its sub-configs (a sub-config's field that must equal
+    another's width: a vision tower's out_hidden_size, a head's audio_hidden_size)."""
+    out = {v for k, v in d.items() if WIDTH_KEYS.match(k) and isinstance(v, int) and not isinstance(v, bool)}
+    for v in d.values():
+        if _is_sub(v):
+            out |= _widths(v)
+    return out
+
+
+def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set[int] | None = None) -> dict:
     """One config's fields (its sub-configs shrunk in turn); kv_equal: as many key heads as
-    query heads (a config class that allows no other)."""
+    query heads (a config class that allows no other); widths: the whole config's."""
     out = dict(own)
-    widths = {v for k, v in own.items() if WIDTH_KEYS.match(k) and isinstance(v, int) and not isinstance(v, bool)}
+    widths = widths if widths is not None else _widths(own)
     first_heads = None
     for k, v in own.items():
         if isinstance(v, int) and not isinstance(v, bool) and HEAD_KEYS.match(k):
@@ -66,14 +76,14 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False) -> dict:
         if _is_sub(v) and v["model_type"] == "timm_backbone":  # timm is not installed: transformers' ResNet
             out[k] = dict(RESNET)
         elif _is_sub(v):
-            out[k] = _shrink_dict(v, counts, kv_equal)
+            out[k] = _shrink_dict(v, counts, kv_equal, widths)
         if not isinstance(v, int) or isinstance(v, bool) or HEAD_KEYS.match(k):
             continue
         if WIDTH_KEYS.match(k) or (
             v in widths
             and v >= 64
-            and re.search(r"(size|dim|channels)$", k)
-            and not re.search(r"(vocab|position|image|patch|window|kernel|head|stride)", k)
+            and re.search(r"(size|dim|channels|_hidden)$", k)
+            and not re.search(r"(vocab|position|image|patch|window|kernel|head_dim|stride|intermediate|ffn)", k)
         ):
             out[k] = WIDTH
         elif FFN_KEYS.search(k):
@@ -112,8 +122,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False) -> dict:
         out["use_timm_backbone"] = False
         out["use_pretrained_backbone"] = False
     _stages(out, own)
-    for k in [k for k in out if "softcap" in k and "attn" in k]:  # a monotone map of q.k: the form is under it
-        out[k] = None
+    for k in [k for k in out if "softcap" in k and "attn" in k and out[k] is not None]:
+        out[k] = 1e9  # a monotone map of q.k, tanh(s / cap) * cap: the identity to 1e-18 with this cap
     if isinstance(out.get("vocab_size"), int):
         _remap_token_ids(out, out["vocab_size"])
     _shrink_layer_lists(out, own)
@@ -176,16 +186,16 @@ def _shrink_layer_lists(out: dict, own: dict) -> None:
     """Per-layer settings cut with the depth. layer_types: the shortest prefix holding every kind
     it lists (the depth raised to it); every other list as long as the old depth (mlp_layer_types,
     per-layer intermediate sizes) cut to the new one; per_layer_config keys past it dropped."""
-    n = out.get("num_hidden_layers")
-    old = own.get("num_hidden_layers")
-    if not isinstance(n, int) or isinstance(n, bool):
+    key = next((k for k in own if LAYER_KEYS.match(k) and isinstance(own[k], int)), None)
+    if key is None:
         return
+    n, old = out[key], own[key]
     types = out.get("layer_types")
     if isinstance(types, (list, tuple)) and types:
         kinds = set(map(str, types))
         cut = next(end for end in range(1, len(types) + 1) if set(map(str, types[:end])) == kinds)
         n = max(cut, n)
-        out["num_hidden_layers"] = n
+        out[key] = n
     for k, v in own.items():
         if isinstance(v, (list, tuple)) and isinstance(old, int) and len(v) == old and old > n:
             out[k] = list(v[:n])
@@ -238,7 +248,7 @@ def shrink(config, kv_equal: bool = False):
         try:
             return type(config).from_dict(d)
         except Exception as e:  # the config class's own validators
-            error = error or e
+            error = e
             if "key_value_heads" not in str(e) and "kv_heads" not in str(e):
                 break
     raise error
