@@ -19,7 +19,7 @@ import torch
 
 from ..blocks import AttentionBlock
 from ..checkpoints import Checkpoint
-from ..errors import CorruptCheckpoint, MissingTensor
+from ..errors import CorruptCheckpoint, HeadsDoNotFit, MissingTensor
 from .common import REQUIRED, config_get, fused_rows, linear_heads
 from .record import Attention, Record, template_regex
 
@@ -111,6 +111,8 @@ def read_qk(ckpt: Checkpoint, site: Site) -> AttentionBlock:
                     f"{ckpt.model_id}: {site.name(a.weight, a.qk[1])} has {wk.shape[0]} outputs, not k | v"
                 )
             wk = wk[: wk.shape[0] // 2]
+        if a.q_gate:  # [q_h g_h] per head: the q rows
+            wq = _ungated(wq, site.heads)
     else:
         name = site.name(a.weight)
         w = _as_matrix(store.get(name))
@@ -126,6 +128,14 @@ def read_qk(ckpt: Checkpoint, site: Site) -> AttentionBlock:
         storage=_storage(store, [site.name(a.weight, p) for p in a.qk] if a.fused in (None, "kv") else [name]),
     )
     return _fold_qk_norm(ckpt, site, block) if a.qk_norm else block
+
+
+def _ungated(w: torch.Tensor, heads: int) -> torch.Tensor:
+    """The query rows of a [q_h g_h]-per-head weight [H*2k, ...] (or bias [H*2k])."""
+    if w.shape[0] % (2 * heads):
+        raise HeadsDoNotFit(f"a gated query projection of {w.shape[0]} rows cannot hold q and a gate of {heads} heads")
+    k = w.shape[0] // (2 * heads)
+    return w.reshape(heads, 2, k, *w.shape[1:])[:, 0].reshape(heads * k, *w.shape[1:])
 
 
 def _as_matrix(w: torch.Tensor) -> torch.Tensor:
@@ -249,6 +259,8 @@ class _Extras:
             where_q, where_k = (site.name(template, p) if template else None for p in a.qk)
             bq = self._get(where_q) if where_q else None
             bk = self._get(where_k) if where_k else None
+            if bq is not None and a.q_gate:
+                bq = _ungated(bq, h)
             if bk is not None and a.fused == "kv":  # [k | v]
                 bk = bk[: bk.shape[0] // 2]
         if a.q_bias:

@@ -49,6 +49,8 @@ class Attention:
       (multi-query attention: GPT-BigCode, Falcon-7B).
     bias: the bias template (DERIVED: from the weight's; None: no bias); q_bias: a query
       bias of its own next to a fused weight without bias (DeBERTa v1).
+    q_gate: each head's query rows are followed by as many rows of an output gate, [q_h g_h]
+      head after head (Qwen3-Next's and Qwen3.5's gated attention): the q rows are read.
     norm: the gain of the norm whose output feeds the queries (and, in self-attention, the
       keys), read only when pre_norm (a bool, or the config flag that says it); first_norm:
       layer 0's when its own norm is an identity (ModernBERT). k_norm: cross-attention, the
@@ -91,6 +93,7 @@ class Attention:
     multi_query: bool = False
     bias: str | None = DERIVED
     q_bias: str | None = None
+    q_gate: bool = False
     norm: str | None = None
     first_norm: str | None = None
     pre_norm: bool | str = True
@@ -147,7 +150,8 @@ class Rotary:
     partial_rotary_factor), computed here without importing transformers (Llama's family).
     only_if: code, where the config decides whether the model rotates at all (Falcon: rotary
     unless config.alibi). module: the transformers.models package holding rotary_class where it
-    is not the family (Gemma 3's text model: family "gemma3_text", module "gemma3")."""
+    is not the family (Gemma 3's text model: family "gemma3_text", module "gemma3"). also: the
+    other stacks it acts in (an encoder-decoder that rotates both)."""
 
     family: str
     rotary_class: str | None
@@ -158,6 +162,7 @@ class Rotary:
     by_hand: bool = False
     only_if: Callable[[dict], bool] | None = None
     module: str | None = None
+    also: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.layout not in ROPE_LAYOUTS:

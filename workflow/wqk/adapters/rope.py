@@ -85,7 +85,7 @@ class ModelRope:
             ) from e
 
     def __call__(self, block: AttentionBlock) -> Rope | None:
-        if block.stack != self.site.stack:
+        if block.stack != self.site.stack and block.stack not in self.site.also:
             return None
         key = self._layer_type(block.layer)
         if key not in self.ropes:

@@ -383,22 +383,33 @@ def _with_rope(model, steps, record: Record, folder: Path, trace, calls, facts, 
     needs = [(s, b) for s, b in pairs if not _passes(s, b, False)]
     if not needs:
         return record, {}
-    stacks = {b.stack for _, b in needs}
-    if len(stacks) != 1:
-        raise Underivable("verify", f"the scores of stacks {sorted(stacks)} change with the token positions")
-    stack = stacks.pop()
-    candidates = [_rotary(model, module, layout, stack) for _, module in _rotary_modules(model) for layout in LAYOUTS]
+    stacks = sorted({b.stack for _, b in needs}, key=lambda st: st != "decoder")  # the text decoder first
+    candidates = [(module, layout) for _, module in _rotary_modules(model) for layout in LAYOUTS]
     # no rotary module: transformers' fixed formula on the config (GPT-J's rotary_dim, base 10000)
-    candidates += [Rotary(model.config.model_type, None, layout, stack) for layout in LAYOUTS]
-    for rope in candidates:
-        candidate = dataclasses.replace(record, rope=rope)
-        try:
-            blocks = _read_blocks(folder, candidate)
-        except Exception:
-            continue
-        if all(_passes(s, blocks[(b.stack, b.layer)], True) for s, b in needs):
-            return candidate, {"rope": f"{rope.rotary_class or 'fixed formula'} ({rope.layout})"}
+    candidates += [(None, layout) for layout in LAYOUTS]
+    for module, layout in candidates:
+        rope = _rotary(model, module, layout, stacks[0]) if module is not None else Rotary(
+            model.config.model_type, None, layout, stacks[0]
+        )
+        fits = [st for st in stacks if _rope_fits(record, rope, st, needs, folder)]
+        if stacks[0] in fits:
+            rope = dataclasses.replace(rope, also=tuple(st for st in fits if st != stacks[0]))
+            left = [st for st in stacks if st not in fits]
+            note = f"{rope.rotary_class or 'fixed formula'} ({rope.layout})" + (
+                f"; the {', '.join(left)} stack's rotation is over no 1-d positions: left out" if left else ""
+            )
+            return dataclasses.replace(record, rope=rope), {"rope": note}
     return record, {"rope": "rotary, but over no 1-d positions either layout fits (2-d?): left out of the record"}
+
+
+def _rope_fits(record: Record, rope: Rotary, stack: str, needs, folder: Path) -> bool:
+    """Whether the stack's scores at real positions are its blocks' form rotated by rope."""
+    candidate = dataclasses.replace(record, rope=dataclasses.replace(rope, stack=stack, also=()))
+    try:
+        blocks = _read_blocks(folder, candidate)
+    except Exception:
+        return False
+    return all(_passes(s, blocks[(b.stack, b.layer)], True) for s, b in needs if b.stack == stack)
 
 
 LAYOUTS = ("half", "interleaved")

@@ -275,7 +275,7 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
     others = _heads_view(other.scores, batch)[..., :tk]
     other_out = _heads_view(other_product.out, batch)
     open_ = open_positions(scores, others)
-    if open_.double().mean() < 0.3:
+    if open_.sum() < 2 * open_.shape[-2] * open_.shape[0] * open_.shape[1]:  # under two open keys a query
         raise Underivable("layout", f"only {int(open_.sum())} of {open_.numel()} attention logits are unmasked")
     scale, position = fit_scale(scores, others, out, other_out, open_)
     xq, xk = q_side.projection.x, k_side.projection.x
@@ -286,12 +286,26 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
     )  # fmt: skip
 
 
+def _learned_queries(trace: Trace, softmax: Softmax, again: Trace, other: Softmax) -> bool:
+    """Whether the product's queries are the same in a forward of other tokens (learned queries)."""
+    first, second = _product_of(trace, softmax), _product_of(again, other)
+    return first is not None and second is not None and torch.equal(first.a, second.a)
+
+
 def attention_calls(trace: Trace, again: Trace) -> list[AttentionCall]:
     """The attention calls of a forward (again: the same forwards on other tokens)."""
     if len(trace.softmaxes) != len(again.softmaxes):
         raise Underivable("layout", "two forwards of the same shapes ran different numbers of softmaxes")
-    pairs = zip(trace.softmaxes, again.softmaxes)
-    found = [c for s, o in pairs if (c := attention_call(trace, s, again, o)) is not None]
+    found = []
+    for s, o in zip(trace.softmaxes, again.softmaxes):
+        try:
+            call = attention_call(trace, s, again, o)
+        except Underivable:
+            if _learned_queries(trace, s, again, o):
+                continue  # a learned query's attention (SigLIP's pooling probe): not over the tokens' own queries
+            raise
+        if call is not None:
+            found.append(call)
     if not found:
         why = "products without a softmax (linear attention?)" if trace.products else "no product of two activations"
         raise Underivable("no attention", f"the forward ran no softmax over a q.k product ({why})")

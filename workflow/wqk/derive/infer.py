@@ -62,11 +62,14 @@ def _layout(q: Side, k: Side, heads: int, kv_of: list[int], c: int, fused: bool)
     rows_k = {g: k.rows[h if per_query else h * len(k.rows) // heads] for h, g in enumerate(kv_of)}
     want_q = [h * c + j for h in range(heads) for j in range(c)]
     if not fused:
-        if rows_q != want_q:
+        gated = rows_q == [h * 2 * c + j for h in range(heads) for j in range(c)]  # [q_h g_h] per head (Qwen3-Next)
+        if rows_q != want_q and not gated:
             return _no_layout("query", q)
         if any(rows_k[g] != [g * c + j for j in range(c)] for g in rows_k):
             return _no_layout("key", k)
         out_k = k.projection.out.shape[-1]
+        if gated:
+            return "gated"
         return "kv" if out_k == 2 * kv * c else None
     layouts = {
         "blocks": (want_q, lambda g: [heads * c + g * c + j for j in range(c)]),
@@ -166,6 +169,9 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
     if q.projection.conv1d != k.projection.conv1d:
         raise Underivable("layout", f"{q.projection.weight} and {k.projection.weight} are stored differently")
     layout = _layout(q, k, heads, kv_of, c, fused)
+    q_gate = layout == "gated"
+    if q_gate:
+        layout = None
     stack = "cross" if call.cross else STACK_OF_MASK.get(call.mask)
     if stack is None:
         raise Underivable("layout", f"{call.call.name}: a mask neither causal nor open (a prefix-LM mask?)")
@@ -198,6 +204,7 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
         stack,
         "{i}" if fused else "{i}.{p}",  # the names are made templates in assemble
         fused=layout,
+        q_gate=q_gate,
         conv1d=q.projection.conv1d,
         heads=(heads_key,),
         kv_heads=(kv_key,) if kv_key else (),

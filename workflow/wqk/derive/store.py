@@ -51,7 +51,7 @@ def record_from_dict(d: dict) -> Record:
         d["model_type"],
         tuple(Attention(**_tuples(a)) for a in d["attention"]),
         dict(d["objectives"]),
-        rope=Rotary(**d["rope"]) if d.get("rope") else None,
+        rope=Rotary(**_tuples(d["rope"])) if d.get("rope") else None,
         authors=Authors(),
         tiny=Tiny(**d["tiny"]) if d.get("tiny") else None,
     )
