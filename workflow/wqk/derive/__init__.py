@@ -88,6 +88,24 @@ def _read_blocks(folder: Path, record: Record):
     return {(b.stack, b.layer): b for b in with_extras(ckpt, read_blocks(ckpt, record), record)}
 
 
+def has_attention_source(model_type: str) -> bool:
+    """Whether the type's modeling code computes a softmax over logits (eager or SDPA attention,
+    torch's multi-head attention): a type whose code has none has no dot-product attention."""
+    import os
+
+    import transformers
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
+
+    folder = os.path.join(os.path.dirname(transformers.__file__), "models", model_type_to_module_name(model_type))
+    pattern = re.compile(r"softmax|scaled_dot_product_attention|eager_attention_forward|MultiheadAttention")
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if name.startswith("modeling_") and name.endswith(".py"):
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                if pattern.search(f.read()):
+                    return True
+    return False
+
+
 def _task_class(config, fields: dict | None):
     """The class config.json's architectures names (a task head: its checkpoint's names and
     prefix), where transformers has it for this config; else None."""
@@ -137,6 +155,8 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
             "unknown type",
             f"transformers {transformers.__version__} has no config class for it (remote code, or a newer release)",
         )
+    if not has_attention_source(model_type):
+        raise Underivable("no attention", "its modeling code computes no softmax over logits (read from its source)")
     error = None
     for kv_equal in (False, True):  # the second try: as many key heads as query heads
         try:
@@ -305,46 +325,89 @@ def _zero_positions(model, steps):
     return out if changed else None
 
 
-def saved_names(model, folder: Path) -> dict[str, str]:
-    """Parameter name -> the name save_pretrained stored it under (transformers 5 saves some
-    models under their older names: BEiT's encoder.layer.{i}.attention.attention.query), matched
-    by content: the tiny model's random tensors are all different."""
+@dataclass
+class Saved:
+    """Where save_pretrained stored each parameter: under a name of its own (transformers 5 saves
+    some models under older names: BEiT's encoder.layer.{i}.attention.attention.query), or as a
+    block of rows of another tensor (q, k and v saved fused: GTE's qkv_proj, NomicBERT's Wqkv)."""
+
+    names: dict[str, str]
+    inside: dict[str, tuple[str, int]]  # parameter -> (saved tensor, first row)
+
+
+def saved_names(model, folder: Path) -> Saved:
+    """Matched by content: the tiny model's random tensors are all different."""
     from safetensors import safe_open
 
-    stored = {}
+    tensors = {}
     for path in sorted(folder.glob("*.safetensors")):
         with safe_open(str(path), "pt") as f:
-            for name in f.keys():
-                t = f.get_tensor(name)
-                stored.setdefault((tuple(t.shape), t.double().numpy().tobytes()), name)
-    out = {}
+            tensors.update({name: f.get_tensor(name).double() for name in f.keys()})
+    stored = {}
+    for name, t in tensors.items():
+        stored.setdefault((tuple(t.shape), t.numpy().tobytes()), name)
+    names, inside = {}, {}
     for name, p in model.named_parameters(remove_duplicate=False):
-        key = (tuple(p.shape), p.detach().double().numpy().tobytes())
+        value = p.detach().double()
+        key = (tuple(value.shape), value.numpy().tobytes())
         if key in stored:
-            out[name] = stored[key]
-    return out
+            names[name] = stored[key]
+            continue
+        for saved, t in tensors.items():
+            if t.ndim == value.ndim and t.shape[1:] == value.shape[1:] and t.shape[0] > value.shape[0]:
+                rows = [r for r in range(t.shape[0] - value.shape[0] + 1) if torch.equal(t[r], value[0])]
+                hit = next((r for r in rows if torch.equal(t[r : r + value.shape[0]], value)), None)
+                if hit is not None:
+                    inside[name] = (saved, hit)
+                    break
+    return Saved(names, inside)
 
 
-def _as_saved(facts, names: dict[str, str]):
-    def saved(name):
+def _as_saved(facts, saved: Saved):
+    def name_of(name):
         if name is None:
             return None
-        if name not in names:
+        if name not in saved.names:
             raise Underivable(
                 "layout", f"{name} is not stored as the model holds it (transformers converts it on load or save)"
             )
-        return names[name]
+        return saved.names[name]
 
+    facts = _fused_on_save(facts, saved)
     return dataclasses.replace(
         facts,
-        q_weight=saved(facts.q_weight),
-        k_weight=saved(facts.k_weight),
-        norm=saved(facts.norm),
-        q_bias=saved(facts.q_bias),
-        feeding_norm=saved(facts.feeding_norm),
-        k_norm=saved(facts.k_norm),
-        qk_norm=tuple(saved(n) for n in facts.qk_norm) if facts.qk_norm else None,
+        q_weight=name_of(facts.q_weight),
+        k_weight=name_of(facts.k_weight),
+        norm=name_of(facts.norm),
+        q_bias=name_of(facts.q_bias),
+        feeding_norm=name_of(facts.feeding_norm),
+        k_norm=name_of(facts.k_norm),
+        qk_norm=tuple(name_of(n) for n in facts.qk_norm) if facts.qk_norm else None,
     )
+
+
+def _fused_on_save(facts, saved: Saved):
+    """Separate q and k projections that save_pretrained stores as the first two blocks of one
+    [q | k | v] tensor: the record reads that tensor, fused "blocks"."""
+    q, k = facts.q_weight, facts.k_weight
+    if q == k or q in saved.names or q not in saved.inside or k not in saved.inside:
+        return facts
+    (tensor, q_row), (k_tensor, k_row) = saved.inside[q], saved.inside[k]
+    q_rows = facts.heads * _head_dim(facts)
+    if tensor != k_tensor or q_row != 0 or k_row != q_rows or facts.attention.fused or facts.attention.q_gate:
+        raise Underivable("layout", f"{q} and {k} are saved inside {tensor}, {k_tensor} in an order no layout names")
+    bias = facts.attention.bias
+    if bias is not None:
+        bias_name = tensor.rpartition("weight")[0] + "bias"
+        if not any(n == bias_name for n, _ in saved.inside.values()):
+            raise Underivable("layout", f"{tensor}'s biases are not saved beside it")
+    saved.names[tensor] = tensor
+    attention = dataclasses.replace(facts.attention, fused="blocks", weight="{i}")
+    return dataclasses.replace(facts, q_weight=tensor, k_weight=tensor, attention=attention)
+
+
+def _head_dim(facts) -> int:
+    return facts.head_dim
 
 
 def _blocks_of(calls: list[AttentionCall], facts, blocks, layers):

@@ -172,6 +172,11 @@ def _width(config) -> int:
 def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
     """Inputs some forwards need besides their main one, named by their signature."""
     config = model.config
+    if "use_cache" in params:  # no cache: hybrid models (Jamba, Zamba) build one only for generation
+        kwargs["use_cache"] = False
+    frames = getattr(config, "num_frames", None)
+    if "pixel_values" in kwargs and isinstance(frames, int) and kwargs["pixel_values"].ndim == 4:  # video
+        kwargs["pixel_values"] = kwargs["pixel_values"][:, None].expand(-1, frames, -1, -1, -1).contiguous()
     if "input_features" in kwargs and getattr(config, "input_feat_per_channel", None):  # Speech2Text: [B, T, features]
         feats = config.input_feat_per_channel * getattr(config, "input_channels", 1)
         kwargs["input_features"] = torch.randn(B, 4 * tokens, feats, generator=g, dtype=torch.float64)

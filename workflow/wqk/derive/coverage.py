@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -27,22 +26,6 @@ class Status(NamedTuple):
     status: str  # "hand", "derived" or "refused"
     category: str  # "" (scored), or a refusal category (calls.CATEGORIES, "no attention")
     detail: str
-
-
-def _has_attention_source(model_type: str) -> bool:
-    """Whether the type's modeling code computes a softmax over logits (eager or SDPA attention):
-    the fallback of types whose tiny model could not run."""
-    from transformers.models.auto.configuration_auto import model_type_to_module_name
-
-    import transformers
-
-    folder = os.path.join(os.path.dirname(transformers.__file__), "models", model_type_to_module_name(model_type))
-    text = ""
-    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-        if name.startswith("modeling_") and name.endswith(".py"):
-            with open(os.path.join(folder, name), encoding="utf-8") as f:
-                text += f.read()
-    return bool(re.search(r"softmax|scaled_dot_product_attention|eager_attention_forward", text))
 
 
 def _worker_main(types: list[str]) -> None:
@@ -136,10 +119,7 @@ def statuses(types: list[str] | None = None, jobs: int = 2) -> list[Status]:
             stacks = ", ".join(a["stack"] for a in d["record"]["attention"])
             rows.append(Status(t, "derived", "", f"stacks {stacks}"))
         else:
-            category = d["category"]
-            if category in ("forward", "unknown type") and not _has_attention_source(t):
-                category = "no attention"
-            rows.append(Status(t, "refused", category, d.get("reason") or ""))
+            rows.append(Status(t, "refused", d["category"], d.get("reason") or ""))
     del get_record
     return rows
 

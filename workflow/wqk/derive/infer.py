@@ -47,6 +47,7 @@ class SiteFacts:
     qk_norm: tuple[str, str] | None
     heads: int
     kv_heads: int
+    head_dim: int
     scale: float
     factor: float
     position_terms: bool
@@ -216,7 +217,8 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
     )
     return SiteFacts(
         stack, attention, call.call.name, heads_list, q_bias, q.projection.weight, k.projection.weight, norm.name + ".weight" if norm else None,
-        feeding.name + ".weight" if feeding else None, k_norm, qk_norm, heads, kv, call.scale, q.factor * k.factor, call.position_terms, call.extra_logits, call.mask,
+        feeding.name + ".weight" if feeding else None, k_norm, qk_norm, heads, kv, c, call.scale, q.factor * k.factor,
+        call.position_terms, call.extra_logits, call.mask,
     )  # fmt: skip
 
 

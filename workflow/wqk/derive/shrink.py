@@ -23,7 +23,10 @@ WIDTH_KEYS = re.compile(
     r"|emb_dim|hidden_channels)$"
 )
 FFN_KEYS = re.compile(r"(intermediate_size|ffn_dim|^d_ff$|mlp_dim|feed_forward_size|^n_inner$|^ffn_hidden_size$)")
-HEAD_KEYS = re.compile(r"^(num_attention_heads|n_head|n_heads|num_heads|attention_heads|(encoder|decoder)_attention_heads)$")
+HEAD_KEYS = re.compile(
+    r"^((encoder|decoder|vision|text|audio)_)?(num_attention_heads|n_head|n_heads|num_heads|attention_heads)$"
+    r"|^(encoder|decoder)_attention_heads$"
+)
 KV_KEYS = re.compile(r"^(num_key_value_heads|n_kv_heads|num_kv_heads|multi_query_group_num|n_head_kv|num_kv)$")
 HEAD_DIM_KEYS = re.compile(r"^(head_dim|d_kv|kv_channels|attention_head_dim|d_head|attention_head_size)$")
 LAYER_KEYS = re.compile(
@@ -73,6 +76,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = counts.take()
             first_heads = first_heads or out[k]
     for k, v in own.items():
+        if v is None and HEAD_DIM_KEYS.match(k) and k in ("head_dim",):  # a head width the forward reads as given
+            out[k] = HEAD_DIM
         if _is_sub(v) and v["model_type"] == "timm_backbone":  # timm is not installed: transformers' ResNet
             out[k] = dict(RESNET)
         elif _is_sub(v):
@@ -98,7 +103,7 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = min(v, 4)
         elif TOPK_KEYS.match(k):
             out[k] = min(v, 2)
-        elif k == "vocab_size" and v > VOCAB:
+        elif "vocab_size" in k and v > VOCAB:  # vocab_size, vocab_size_per_layer_input (Gemma 3n, 4)
             out[k] = VOCAB
         elif k == "image_size" and v > 32:
             out[k] = 32
@@ -110,6 +115,10 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = 16
         elif re.search(r"moe_intermediate_size|shared_expert_intermediate_size", k):
             out[k] = WIDTH
+        elif k.endswith("layer_period") and v > 2:  # hybrids (Jamba): attention, experts every other layer
+            out[k] = 2
+        elif k.endswith("layer_offset") and v > 1:
+            out[k] = 1
         elif k in ("n_group", "topk_group", "num_expert_group", "topk_groups"):  # expert groups: one, of the 4 left
             out[k] = 1
         elif k in LATENT:  # multi-head latent attention's ranks and head parts (DeepSeek-V2/V3)
@@ -148,7 +157,7 @@ def _stages(out: dict, own: dict) -> None:
     out["depths"] = [1, 2][:n]
     if isinstance(own.get("num_heads"), (list, tuple)):
         out["num_heads"] = list(STAGE_HEADS[:n])
-    for k in ("num_layers", "num_stages"):
+    for k in ("num_layers", "num_stages", "num_encoder_blocks"):
         if isinstance(own.get(k), int):
             out[k] = n
     if "window_size" in own and isinstance(own["window_size"], int):

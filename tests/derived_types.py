@@ -1,0 +1,49 @@
+"""The expected outcome of deriving every model type of the installed transformers.
+
+    python tests/derived_types.py            # rewrite tests/derived_types.json (minutes, two workers)
+
+tests/test_derive_all.py derives every type again and compares it with this file: a type that
+derived must still derive (its record passes the logits test inside `derive`), a type refused
+must be refused in the same category. Rewrite it when the derivation or transformers changes,
+and read the diff: it says which types were won and which were lost.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+EXPECTED = HERE / "derived_types.json"
+
+
+def expected() -> dict:
+    return json.loads(EXPECTED.read_text(encoding="utf-8"))
+
+
+def main() -> int:
+    import os
+
+    import transformers
+
+    from wqk.derive.coverage import statuses
+
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["WQK_CACHE"] = cache  # a fresh derivation of every type, not an old cache's
+        rows = statuses()
+    out = {
+        "transformers": transformers.__version__,
+        "types": {r.model_type: r.status if r.status != "refused" else f"refused: {r.category}" for r in rows},
+    }
+    EXPECTED.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    counts = {}
+    for v in out["types"].values():
+        counts[v] = counts.get(v, 0) + 1
+    print(f"{EXPECTED}: {len(rows)} types, {counts}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""Every model type of the installed transformers derived from its own forward, against the
+expected outcome (tests/derived_types.json, written by tests/derived_types.py).
+
+A type expected to derive must derive: `derive` returns a record only after the logits test on
+its tiny model (every attention call's scores are the blocks' form, read back through the
+generic reader), so each such test is that logits test. A type expected to be refused must be
+refused in the same category. Types with a hand-written record are the hand records' business
+(tests/test_records.py) and are skipped here, named.
+"""
+
+from __future__ import annotations
+
+import pytest
+import transformers
+
+from derived_types import expected
+from wqk.derive import derive
+
+EXPECTED = expected()
+TYPES = sorted(EXPECTED["types"])
+
+
+def test_the_expectations_are_of_the_installed_transformers():
+    assert EXPECTED["transformers"] == transformers.__version__, "rewrite them: python tests/derived_types.py"
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    assert set(TYPES) == set(CONFIG_MAPPING_NAMES)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", TYPES)
+def test_every_model_type_derives_as_expected(model_type):
+    want = EXPECTED["types"][model_type]
+    if want == "hand":
+        pytest.skip(f"{model_type}: a hand-written record (tests/test_records.py, tests/test_derive.py)")
+    result = derive(model_type)
+    got = "derived" if result.ok else f"refused: {result.category}"
+    assert got == want, f"{model_type}: {result.category}: {result.reason}"
