@@ -89,20 +89,36 @@ def _read_blocks(folder: Path, record: Record):
 
 
 def has_attention_source(model_type: str) -> bool:
-    """Whether the type's modeling code computes a softmax over logits (eager or SDPA attention,
-    torch's multi-head attention): a type whose code has none has no dot-product attention."""
+    """Whether the modeling code of the type, or of a type its default config holds (a composite's
+    towers), computes a softmax over logits (eager or SDPA attention, torch's multi-head
+    attention): a type whose tiny model cannot run is refused as having no attention only when
+    none of that code has one."""
     import os
 
     import transformers
     from transformers.models.auto.configuration_auto import model_type_to_module_name
 
-    folder = os.path.join(os.path.dirname(transformers.__file__), "models", model_type_to_module_name(model_type))
+    types = {model_type}
+    try:
+        config = transformers.AutoConfig.for_model(model_type)
+        stack = [config]
+        while stack:
+            c = stack.pop()
+            for v in vars(c).values():
+                if isinstance(v, transformers.PretrainedConfig):
+                    types.add(v.model_type)
+                    stack.append(v)
+    except Exception:  # a config class that needs arguments: its own code only
+        pass
     pattern = re.compile(r"softmax|scaled_dot_product_attention|eager_attention_forward|MultiheadAttention")
-    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-        if name.startswith("modeling_") and name.endswith(".py"):
-            with open(os.path.join(folder, name), encoding="utf-8") as f:
-                if pattern.search(f.read()):
-                    return True
+    root = os.path.join(os.path.dirname(transformers.__file__), "models")
+    for t in sorted(types):
+        folder = os.path.join(root, model_type_to_module_name(t))
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            if name.startswith("modeling_") and name.endswith(".py"):
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    if pattern.search(f.read()):
+                        return True
     return False
 
 
@@ -155,8 +171,6 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
             "unknown type",
             f"transformers {transformers.__version__} has no config class for it (remote code, or a newer release)",
         )
-    if not has_attention_source(model_type):
-        raise Underivable("no attention", "its modeling code computes no softmax over logits (read from its source)")
     error = None
     for kv_equal in (False, True):  # the second try: as many key heads as query heads
         try:
@@ -171,6 +185,10 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
             error = error or e
     else:
         message = str(error).splitlines()[0][:300] if str(error) else ""
+        if not has_attention_source(model_type):
+            raise Underivable(
+                "no attention", f"its modeling code computes no softmax over logits (its source; its tiny model: {message})"
+            )
         raise Underivable("forward", f"{type(error).__name__}: {message}") from error
     remedies = {}
     try:
