@@ -46,7 +46,7 @@ def test_tiny_objectives_default_to_the_record_and_are_checked_against_it(tmp_pa
     assert (row["objective_encoder"], row["objective_decoder"]) == ("", "autoregressive")
     with pytest.raises(CatalogueError, match=r"c\.tsv, line 2, column 'objective_encoder'.*'gpt2' has no encoder"):
         _load(tmp_path, _rows("tiny:gpt2", encoder="bidirectional", decoder="autoregressive"))
-    with pytest.raises(CatalogueError, match=r"c\.tsv, line 2, column 'source'.*'no_such_arch' is not supported"):
+    with pytest.raises(CatalogueError, match=r"c\.tsv, line 2, column 'source'.*'no_such_arch' is not scored: unknown type"):
         _load(tmp_path, _rows("tiny:no_such_arch", decoder="autoregressive"))
 
 
@@ -70,7 +70,7 @@ def test_a_hub_row_with_a_model_type_gets_the_records_objectives(tmp_path):
     "model_type, encoder, match",
     [
         ("gpt2", "bidirectional", r"c\.tsv, line 2, column 'objective_encoder'.*'gpt2' has no encoder"),
-        ("no_such_arch", "", r"c\.tsv, line 2, column 'model_type'.*'no_such_arch' is not supported"),
+        ("no_such_arch", "", r"c\.tsv, line 2, column 'model_type'.*'no_such_arch' is not scored: unknown type"),
         ("deepseek_v3", "", r"c\.tsv, line 2, column 'model_type'.*'deepseek_v3' is not scored: multi-head latent"),
         ("Not A Type", "", r"c\.tsv, line 2, column 'model_type'.*does not match"),
     ],

@@ -190,7 +190,7 @@ def test_unsupported_models_are_comment_lines_with_their_reasons(online):
     entries = {e.repo_id: e for e in build(Filters())}
     assert set(entries) == {repo_id for _, repo_id in online.repos}  # none dropped
     assert "is not scored: multi-head latent attention" in entries["deepseek-ai/DeepSeek-V3"].reason
-    assert "'rwkv' has no record" in entries["someone/rwkv-tiny"].reason
+    assert "'rwkv' of someone/rwkv-tiny is not scored: no attention" in entries["someone/rwkv-tiny"].reason
     assert "no model_type" in entries["someone/tiny-gguf"].reason
     text = render(list(entries.values()))
     for repo_id, e in entries.items():

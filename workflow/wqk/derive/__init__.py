@@ -66,13 +66,21 @@ def _rotary_modules(model) -> list[tuple[str, torch.nn.Module]]:
 
 @contextlib.contextmanager
 def _no_rotation(model):
-    """Every rotary frequency buffer zeroed (cos 1, sin 0: no rotation), restored afterwards."""
+    """Every rotary frequency buffer zeroed (cos 1, sin 0: no rotation), and every table of
+    [sin | cos] per position (GPT-J's, CodeGen's embed_positions) made sin 0, cos 1; restored
+    afterwards."""
     saved = []
     for _, module in _rotary_modules(model):
         for name, buf in module.named_buffers(recurse=False):
             if name.endswith("inv_freq"):
                 saved.append((buf, buf.clone()))
                 buf.zero_()
+    for name, buf in model.named_buffers():
+        if name.endswith("embed_positions") and buf.is_floating_point() and buf.ndim == 2 and buf.shape[-1] % 2 == 0:
+            saved.append((buf, buf.clone()))
+            half = buf.shape[-1] // 2
+            buf[:, :half] = 0.0
+            buf[:, half:] = 1.0
     try:
         yield
     finally:
@@ -191,18 +199,14 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
             )
         raise Underivable("forward", f"{type(error).__name__}: {message}") from error
     remedies = {}
+    if not_run := _every_attention_ran(model, trace):
+        remedies["cross-attention not run (left out)"] = not_run
     try:
         calls = attention_calls(trace, again)
     except Underivable as first:
         if first.category != "not bilinear":
             raise
         calls = None
-        # rotations from a table of positions rather than frequency buffers (GPT-J): all at position 0
-        if (zero := _zero_positions(model, steps)) is not None:
-            with _no_rotation(model):
-                trace, again = runs(model, zero)
-            with contextlib.suppress(Underivable):
-                calls = attention_calls(trace, again)
         # learned relative-position tables whose terms read the content (DeBERTa, SAM, WavLM): zeroed,
         # as the hand records' logits tests do; the form scored is the content-content part
         for biases in (False, True):
@@ -282,6 +286,25 @@ def _by_cross(facts):
     ]
 
 
+def _every_attention_ran(model, trace) -> list[str]:
+    """Refuse a record that would leave an attention module out unsaid: every module named an
+    attention with projections of its own must have run in the forwards (SAM's mask decoder runs
+    only with prompts; a tower that could not run is refused in run.plan). Cross-attention that
+    reads another tower's states the forwards did not give (Mllama's text layers over images) is
+    returned instead, to be said in the facts."""
+    ran = {c.name for c in trace.calls}
+    missing = []
+    for name, module in model.named_modules():
+        projections = any(isinstance(c, torch.nn.Linear) for c in module.children())
+        if name and "Attention" in type(module).__name__ and projections and name not in ran:
+            if "Cross" not in type(module).__name__:
+                raise Underivable(
+                    "forward", f"{name} ({type(module).__name__}) never ran in the forwards its inputs allow"
+                )
+            missing.append(name)
+    return missing
+
+
 def _by_tower(facts, towers):
     """A composite's self-attention stacks by tower: its text model's is "decoder", the vision or
     audio tower's "encoder" (the hand records' convention: CLIP, SigLIP, GIT, Mllama, Whisper),
@@ -324,23 +347,6 @@ def _zero_position_tables(model, biases: bool) -> list[str]:
             if POSITION_TABLES.search(name) or (biases and name.endswith(".bias")):
                 p.zero_()
     return names
-
-
-def _zero_positions(model, steps):
-    """The steps with every token at position 0, where a forward takes position_ids; None if none does."""
-    import inspect
-
-    from .run import Step
-
-    modules = dict(model.named_modules())
-    out, changed = [], False
-    for step in steps:
-        inputs, other = step.inputs, step.other
-        if "position_ids" in inspect.signature(modules[step.module].forward).parameters and "input_ids" in inputs:
-            zero = torch.zeros_like(inputs["input_ids"])
-            inputs, other, changed = dict(inputs, position_ids=zero), dict(other, position_ids=zero), True
-        out.append(Step(step.module, inputs, other))
-    return out if changed else None
 
 
 @dataclass
@@ -391,10 +397,13 @@ def _as_saved(facts, saved: Saved):
             )
         return saved.names[name]
 
+    held = facts.q_weight
     facts = _fused_on_save(facts, saved)
+    q_weight = name_of(facts.q_weight)
     return dataclasses.replace(
         facts,
-        q_weight=name_of(facts.q_weight),
+        alias=_prefix_alias(q_weight, held),
+        q_weight=q_weight,
         k_weight=name_of(facts.k_weight),
         norm=name_of(facts.norm),
         q_bias=name_of(facts.q_bias),
@@ -402,6 +411,19 @@ def _as_saved(facts, saved: Saved):
         k_norm=name_of(facts.k_norm),
         qk_norm=tuple(name_of(n) for n in facts.qk_norm) if facts.qk_norm else None,
     )
+
+
+def _prefix_alias(saved: str, held: str) -> tuple[str, str] | None:
+    """(saved prefix, held prefix) of two names with one layer part and end: Gemma 3's
+    language_model.model.layers.0... saved for model.language_model.layers.0..."""
+    s, h = saved.split("."), held.split(".")
+    n = 0
+    while n < min(len(s), len(h)) and s[-1 - n] == h[-1 - n]:
+        n += 1
+    sp, hp = s[: len(s) - n], h[: len(h) - n]
+    if sp == hp or not any(p.isdigit() for p in s[len(s) - n :]):
+        return None
+    return ("".join(p + "." for p in sp), "".join(p + "." for p in hp))
 
 
 def _fused_on_save(facts, saved: Saved):

@@ -174,23 +174,41 @@ def _ordered(sites: list[SiteFacts]) -> list[tuple[tuple[str, str], list[SiteFac
 _NAMES = ("weight", "norm", "first_norm", "k_norm", "q_bias")
 
 
-def with_prefixes(a: Attention, base: str) -> Attention:
-    """The Attention under the base model's prefix (`model.`, `bert.`): a checkpoint of a task
-    head has it, one of the base model not. Names read from a task head lose it, and both are
-    tried, the prefix first."""
-    if not base:
-        return dataclasses.replace(a, prefixes=("",))
-    lead = base + "."
-    if not a.weight.startswith(lead):
-        return dataclasses.replace(a, prefixes=(lead, ""))
+def _cut(a: Attention, lead: str) -> Attention | None:
+    """The Attention with lead taken off the front of every name it holds (k_norm may keep it:
+    another tower's); None when some name does not start with it."""
+    names = [getattr(a, f) for f in _NAMES if getattr(a, f) and f != "k_norm"] + list(a.qk_norm or ())
+    if not all(n.startswith(lead) for n in names):
+        return None
     cut = {f: getattr(a, f).removeprefix(lead) for f in _NAMES if getattr(a, f)}
     qk_norm = tuple(n.removeprefix(lead) for n in a.qk_norm) if a.qk_norm else None
-    return dataclasses.replace(a, **cut, qk_norm=qk_norm, prefixes=(lead, ""))
+    return dataclasses.replace(a, **cut, qk_norm=qk_norm)
+
+
+def with_prefixes(a: Attention, base: str, alias: tuple[str, str] | None = None) -> Attention:
+    """The Attention under the prefixes a checkpoint may hold it under: the base model's
+    (`model.`, `bert.`: a task head's checkpoint has it, the base model's not), and, where
+    transformers saves a tower under another name than it holds it (alias: saved, held; Gemma 3's
+    `language_model.model.` for `model.language_model.`), both."""
+    lead = base + "." if base else ""
+    if alias is not None and (cut := _cut(a, alias[0])) is not None:
+        held = alias[1]
+        prefixes = [alias[0], held, *(p.removeprefix(lead) for p in (alias[0], held) if lead and p.startswith(lead))]
+        return dataclasses.replace(cut, prefixes=tuple(dict.fromkeys(prefixes)))
+    if not base:
+        return dataclasses.replace(a, prefixes=("",))
+    cut = _cut(a, lead) if a.weight.startswith(lead) else None
+    return dataclasses.replace(cut or a, prefixes=(lead, ""))
+
+
+def _alias(group: list[SiteFacts]) -> tuple[str, str] | None:
+    aliases = {f.alias for f in group}
+    return aliases.pop() if len(aliases) == 1 else None
 
 
 def attentions(sites: list[SiteFacts], base: str) -> tuple[Attention, ...]:
     """The Attentions of the sites, in stack order, under the base model's prefix."""
-    return tuple(with_prefixes(_merge(group)[0], base) for _, group in _ordered(sites))
+    return tuple(with_prefixes(_merge(group)[0], base, _alias(group)) for _, group in _ordered(sites))
 
 
 def record(model_type: str, sites: list[SiteFacts], base: str, rope: Rotary | None, tiny: Tiny) -> Record:

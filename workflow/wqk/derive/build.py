@@ -64,6 +64,7 @@ def build(config, cls=None) -> torch.nn.Module:
     torch.manual_seed(SEED)
     model = cls._from_config(config, attn_implementation="eager", experts_implementation="eager")
     model.eval().double()
+    _fit_rope_sections(model)
     generator = torch.Generator().manual_seed(SEED + 1)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -75,6 +76,19 @@ def build(config, cls=None) -> torch.nn.Module:
             else:
                 p.copy_(noise / max(1.0, p.shape[-1]) ** 0.5)
     return model
+
+
+def _fit_rope_sections(model) -> None:
+    """Multimodal rope sections a model class defaults to for its full head (Qwen2.5-VL's
+    [16, 24, 24]) rescaled to its tiny head's frequencies, proportions kept."""
+    for module in model.modules():
+        sections, inv_freq = getattr(module, "mrope_section", None), getattr(module, "inv_freq", None)
+        if isinstance(sections, (list, tuple)) and sections and isinstance(inv_freq, torch.Tensor):
+            n = inv_freq.numel()
+            if sum(sections) != n:
+                new = [max(1, round(x * n / sum(sections))) for x in sections]
+                new[0] += n - sum(new)
+                module.mrope_section = type(sections)(new)
 
 
 def _sub(config, *names):

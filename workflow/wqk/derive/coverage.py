@@ -101,9 +101,13 @@ def statuses(types: list[str] | None = None, jobs: int = 2) -> list[Status]:
     from ..adapters import _REFUSED, _load_all, get_record, is_hand
     from .store import path_for
 
+    from . import _quiet
+
     _load_all()
     types = sorted(types or CONFIG_MAPPING_NAMES)
-    missing = [t for t in types if not is_hand(t) and not path_for(t, None).is_file()]
+    with _quiet():  # transformers' config warnings about token ids past a tiny vocabulary
+        paths = {t: path_for(t, None) for t in types if not is_hand(t)}
+    missing = [t for t, path in paths.items() if not path.is_file()]
     if missing:
         _derive_missing(missing, jobs)
     rows = []
@@ -114,7 +118,7 @@ def statuses(types: list[str] | None = None, jobs: int = 2) -> list[Status]:
         if is_hand(t):
             rows.append(Status(t, "hand", "", "hand-written record (wqk/adapters)"))
             continue
-        d = json.loads(path_for(t, None).read_text(encoding="utf-8"))
+        d = json.loads(paths[t].read_text(encoding="utf-8"))
         if d.get("record"):
             stacks = ", ".join(a["stack"] for a in d["record"]["attention"])
             rows.append(Status(t, "derived", "", f"stacks {stacks}"))

@@ -53,6 +53,7 @@ class SiteFacts:
     position_terms: bool
     extra_logits: int
     mask: str
+    alias: tuple[str, str] | None = None  # (saved prefix, held prefix) where they differ: assemble
 
 
 def _layout(q: Side, k: Side, heads: int, kv_of: list[int], c: int, fused: bool) -> str | None:

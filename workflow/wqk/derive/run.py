@@ -76,6 +76,12 @@ def _first_that_runs(model, module, name: str) -> tuple[Step, Trace] | Exception
     return error
 
 
+def _has_attention(tower: Tower) -> bool:
+    from . import has_attention_source
+
+    return has_attention_source(tower.module.config.model_type)
+
+
 def _try(model, module, inputs) -> Trace | None:
     try:
         with tracing(model) as trace:
@@ -101,6 +107,8 @@ def plan(model) -> list[Step]:
         found = _first_that_runs(model, tower.module, tower.name)
         if isinstance(found, tuple):
             steps.append(found[0])
+        elif _has_attention(tower):  # a record without this tower's stack would leave it out unsaid
+            raise RuntimeError(f"its tower {tower.name} ({tower.module.config.model_type}) could not run: {found}")
     if not steps:
         raise error
     return steps

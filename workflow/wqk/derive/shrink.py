@@ -51,16 +51,17 @@ class _Counts:
         return next(self.next, 2)
 
 
-def _is_sub(v) -> bool:
-    return isinstance(v, dict) and "model_type" in v
+def _is_sub(v, key: str = "") -> bool:
+    """A sub-config: a dict with a model_type, or one under a *_config key (SAM's prompt encoder)."""
+    return isinstance(v, dict) and ("model_type" in v or key.endswith("config"))
 
 
 def _widths(d: dict) -> set[int]:
     """Every width of a config and of its sub-configs (a sub-config's field that must equal
     another's width: a vision tower's out_hidden_size, a head's audio_hidden_size)."""
     out = {v for k, v in d.items() if WIDTH_KEYS.match(k) and isinstance(v, int) and not isinstance(v, bool)}
-    for v in d.values():
-        if _is_sub(v):
+    for k, v in d.items():
+        if _is_sub(v, k):
             out |= _widths(v)
     return out
 
@@ -78,9 +79,9 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
     for k, v in own.items():
         if v is None and HEAD_DIM_KEYS.match(k) and k in ("head_dim",):  # a head width the forward reads as given
             out[k] = HEAD_DIM
-        if _is_sub(v) and v["model_type"] == "timm_backbone":  # timm is not installed: transformers' ResNet
+        if _is_sub(v) and v.get("model_type") == "timm_backbone":  # timm is not installed: transformers' ResNet
             out[k] = dict(RESNET)
-        elif _is_sub(v):
+        elif _is_sub(v, k):
             out[k] = _shrink_dict(v, counts, kv_equal, widths)
         if not isinstance(v, int) or isinstance(v, bool) or HEAD_KEYS.match(k):
             continue

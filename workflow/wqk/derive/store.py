@@ -1,6 +1,7 @@
 """Derived records on disk: one JSON file per transformers version, model type and structure.
 
-The structure of a checkpoint is its tiny config (shrink: every flag kept, every size shrunk):
+Derivations are kept per transformers version and per version of the code that derives (a hash
+of it). The structure of a checkpoint is its tiny config (shrink: every flag kept, every size shrunk):
 two checkpoints of one family that differ only in size share one derivation; one with QK-norm or
 multi-query on does not. `cached(model_type, fields)` returns the Derivation from the cache, or
 derives it once and stores it (a refusal too, with its reason). No torch is imported to read.
@@ -70,10 +71,22 @@ def structure_key(model_type: str, fields: dict | None) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def code_key() -> str:
+    """A hash of the code a derivation runs (this package, the generic reader): a change to it
+    derives again rather than reading what older code derived."""
+    here = Path(__file__).resolve().parent
+    files = sorted(here.glob("*.py")) + [here.parent / "adapters" / f for f in ("reader.py", "record.py", "rope.py", "common.py")]
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.read_bytes())
+    return digest.hexdigest()[:8]
+
+
 def path_for(model_type: str, fields: dict | None) -> Path:
     import transformers
 
-    return cache_root() / f"transformers-{transformers.__version__}" / f"{model_type}-{structure_key(model_type, fields)}.json"
+    folder = f"transformers-{transformers.__version__}-wqk-{code_key()}"
+    return cache_root() / folder / f"{model_type}-{structure_key(model_type, fields)}.json"
 
 
 def cached(model_type: str, fields: dict | None = None):
