@@ -28,11 +28,12 @@ def main() -> int:
 
     import transformers
 
-    from wqk.derive.coverage import statuses
+    from wqk.derive.coverage import coverage_table, statuses
 
     with tempfile.TemporaryDirectory() as cache:
         os.environ["WQK_CACHE"] = cache  # a fresh derivation of every type, not an old cache's
         rows = statuses()
+    print(coverage_table(rows, markdown=True))
     out = {
         "transformers": transformers.__version__,
         "types": {r.model_type: r.status if r.status != "refused" else f"refused: {r.category}" for r in rows},

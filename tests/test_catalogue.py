@@ -46,7 +46,9 @@ def test_tiny_objectives_default_to_the_record_and_are_checked_against_it(tmp_pa
     assert (row["objective_encoder"], row["objective_decoder"]) == ("", "autoregressive")
     with pytest.raises(CatalogueError, match=r"c\.tsv, line 2, column 'objective_encoder'.*'gpt2' has no encoder"):
         _load(tmp_path, _rows("tiny:gpt2", encoder="bidirectional", decoder="autoregressive"))
-    with pytest.raises(CatalogueError, match=r"c\.tsv, line 2, column 'source'.*'no_such_arch' is not scored: unknown type"):
+    with pytest.raises(
+        CatalogueError, match=r"c\.tsv, line 2, column 'source'.*'no_such_arch' is not scored: unknown type"
+    ):
         _load(tmp_path, _rows("tiny:no_such_arch", decoder="autoregressive"))
 
 

@@ -38,7 +38,10 @@ MUST_STAY = {
     "swinv2": ("not bilinear", "cosine attention: q and k normalised by a function, scaled per head"),
     "mask2former": ("forward", "deformable attention in its pixel decoder and a Swin backbone with per-stage lists"),
     "sam": ("forward", "its mask decoder runs only with point prompts of shapes the generic inputs do not build"),
-    "musicgen_decoder": ("forward", "input ids over codebooks, [batch x codebooks, tokens]: no generic input builds it"),
+    "musicgen_decoder": (
+        "forward",
+        "input ids over codebooks, [batch x codebooks, tokens]: no generic input builds it",
+    ),
 }
 
 
@@ -205,3 +208,26 @@ def test_the_hand_records_of_the_paper_stay_hand(tmp_path):
     for model_type in ("bert", "llama", "whisper"):
         assert get_record(model_type) is next(r for r in records() if r.model_type == model_type)
     assert dataclasses.is_dataclass(get_record("bert"))
+
+
+def test_records_list_and_coverage_say_hand_derived_or_refused_and_why(tmp_path, monkeypatch, capsys):
+    from wqk.cli import main
+    from wqk.derive.coverage import coverage_table, statuses
+
+    monkeypatch.setenv("WQK_CACHE", str(tmp_path))
+    assert main(["records", "list", "bert", "mpnet", "convnext", "gpt_oss"]) == 0
+    lines = dict(line.split("\t", 1) for line in capsys.readouterr().out.splitlines())
+    assert lines["bert"].startswith("hand\t")
+    assert lines["mpnet"].startswith("derived\t\tstacks encoder")
+    assert lines["convnext"].startswith("refused\tno attention\t")
+    assert lines["gpt_oss"].startswith("derived\t")
+    table = {
+        line[:38].strip(): line[38:].split()
+        for line in coverage_table(statuses(["bert", "mpnet", "convnext", "gpt_oss"])).splitlines()
+    }
+    assert table["with dot-product attention"] == ["3", "100%"]
+    assert table["score: hand-written record"] == ["1", "33.3%"] and table["score: derived record"] == ["2", "66.7%"]
+    assert table["without dot-product attention"][0] == "1"
+    from wqk.derive.store import cached
+
+    assert cached("gpt_oss").facts["extra_logits"] == 1  # its sinks: one logit per head beside the keys

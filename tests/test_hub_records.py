@@ -145,7 +145,7 @@ def test_an_unknown_model_type_falls_back_to_the_name_heuristic(env, tmp_path, m
     assert set(_tensors(folder)) == {n for n in _tensors(_local(env, repo)) if is_qk_tensor(n)}
 
 
-def _unknown(model_type, model_id=""):
+def _unknown(model_type, model_id="", config=None):
     from wqk.errors import UnsupportedModelType
 
     raise UnsupportedModelType(f"model_type {model_type!r} is not supported")

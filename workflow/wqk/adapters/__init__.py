@@ -114,9 +114,15 @@ def derived_record(model_type: str, model_id: str = "", config: dict | None = No
     derivation = cached(model_type, config)
     if derivation.ok:
         return derivation.record
+    unknown = derivation.category == "unknown type"
     raise UnsupportedModelType(
         f"model_type {model_type!r}{of} is not scored: {derivation.category}: {derivation.reason}"
-        + ("" if derivation.category != "unknown type" else '; add a record for it (README.md, "Adding a model")')
+        + (
+            f"; hand-written records: {', '.join(supported_model_types())}. Check the model_type in its config.json, "
+            'or add a record for it (README.md, "Adding a model")'
+            if unknown
+            else ""
+        )
     )
 
 

@@ -1,12 +1,13 @@
 """wqk records {list,derive,coverage}: the architecture records, hand-written and derived.
 
-  wqk records list [TYPE ...] [--json]   per model type of the installed transformers: hand,
-                                         derived, or refused and why (derivations cached)
-  wqk records derive TYPE [--config config.json]
-                                         the derived record of TYPE as the source of a record
-                                         module (to review and commit where a hand record is wanted)
-  wqk records coverage [--markdown]      how many types have dot-product attention, how many score
-                                         (hand, derived) and how many are refused, by category
+wqk records list [TYPE ...] [--json]   per model type of the installed transformers (tab-separated:
+                                       type, hand|derived|refused, category, detail): hand,
+                                       derived, or refused and why (derivations cached)
+wqk records derive TYPE [--config config.json]
+                                       the derived record of TYPE as the source of a record
+                                       module (to review and commit where a hand record is wanted)
+wqk records coverage [--markdown]      how many types have dot-product attention, how many score
+                                       (hand, derived) and how many are refused, by category
 """
 
 
@@ -39,7 +40,7 @@ def run(args) -> int:
         print(json.dumps([r._asdict() for r in rows], indent=1))
         return 0
     for r in rows:
-        print(f"{r.model_type}\t{r.status}\t{r.detail}")
+        print(f"{r.model_type}\t{r.status}\t{r.category}\t{r.detail}")
     return 0
 
 

@@ -96,40 +96,6 @@ def _read_blocks(folder: Path, record: Record):
     return {(b.stack, b.layer): b for b in with_extras(ckpt, read_blocks(ckpt, record), record)}
 
 
-def has_attention_source(model_type: str) -> bool:
-    """Whether the modeling code of the type, or of a type its default config holds (a composite's
-    towers), computes a softmax over logits (eager or SDPA attention, torch's multi-head
-    attention): a type whose tiny model cannot run is refused as having no attention only when
-    none of that code has one."""
-    import os
-
-    import transformers
-    from transformers.models.auto.configuration_auto import model_type_to_module_name
-
-    types = {model_type}
-    try:
-        config = transformers.AutoConfig.for_model(model_type)
-        stack = [config]
-        while stack:
-            c = stack.pop()
-            for v in vars(c).values():
-                if isinstance(v, transformers.PretrainedConfig):
-                    types.add(v.model_type)
-                    stack.append(v)
-    except Exception:  # a config class that needs arguments: its own code only
-        pass
-    pattern = re.compile(r"softmax|scaled_dot_product_attention|eager_attention_forward|MultiheadAttention")
-    root = os.path.join(os.path.dirname(transformers.__file__), "models")
-    for t in sorted(types):
-        folder = os.path.join(root, model_type_to_module_name(t))
-        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-            if name.startswith("modeling_") and name.endswith(".py"):
-                with open(os.path.join(folder, name), encoding="utf-8") as f:
-                    if pattern.search(f.read()):
-                        return True
-    return False
-
-
 def _task_class(config, fields: dict | None):
     """The class config.json's architectures names (a task head: its checkpoint's names and
     prefix), where transformers has it for this config; else None."""
@@ -137,7 +103,11 @@ def _task_class(config, fields: dict | None):
 
     for name in (fields or {}).get("architectures") or ():
         cls = getattr(transformers, str(name), None)
-        if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel) and isinstance(config, cls.config_class):
+        if (
+            isinstance(cls, type)
+            and issubclass(cls, transformers.PreTrainedModel)
+            and isinstance(config, cls.config_class)
+        ):
             return cls
     return None
 
@@ -161,6 +131,8 @@ def _derive_quietly(model_type: str, fields: dict | None) -> Derivation:
 
 
 def _derive(model_type: str, fields: dict | None) -> Derivation:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
     from .assemble import layer_numbers
     from .assemble import record as assemble
     from .build import build, model_class
@@ -169,8 +141,6 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
     from .run import plan, runs, towers
     from .shrink import tiny_config
     from .verify import check, seen
-
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     if model_type not in CONFIG_MAPPING_NAMES:
         import transformers
@@ -193,9 +163,12 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
             error = error or e
     else:
         message = str(error).splitlines()[0][:300] if str(error) else ""
+        from .build import has_attention_source
+
         if not has_attention_source(model_type):
             raise Underivable(
-                "no attention", f"its modeling code computes no softmax over logits (its source; its tiny model: {message})"
+                "no attention",
+                f"its modeling code computes no softmax over logits (its source; its tiny model: {message})",
             )
         raise Underivable("forward", f"{type(error).__name__}: {message}") from error
     remedies = {}
@@ -276,7 +249,11 @@ def _by_cross(facts):
 
     def decoder(f) -> bool:
         parts = f.module.split(".")
-        return _block(f.module) in with_cross or any("decoder" in p for p in parts) and not any("encoder" in p for p in parts)
+        return (
+            _block(f.module) in with_cross
+            or any("decoder" in p for p in parts)
+            and not any("encoder" in p for p in parts)
+        )
 
     return [
         dataclasses.replace(f, stack="decoder", attention=dataclasses.replace(f.attention, stack="decoder"))
@@ -297,7 +274,7 @@ def _every_attention_ran(model, trace) -> list[str]:
     for name, module in model.named_modules():
         projections = any(isinstance(c, torch.nn.Linear) for c in module.children())
         if name and "Attention" in type(module).__name__ and projections and name not in ran:
-            if "Cross" not in type(module).__name__:
+            if "Cross" not in type(module).__name__ and not re.search(r"cross|encoder_attn", name):
                 raise Underivable(
                     "forward", f"{name} ({type(module).__name__}) never ran in the forwards its inputs allow"
                 )
@@ -491,8 +468,10 @@ def _with_rope(model, steps, record: Record, folder: Path, trace, calls, facts, 
     # no rotary module: transformers' fixed formula on the config (GPT-J's rotary_dim, base 10000)
     candidates += [(None, layout) for layout in LAYOUTS]
     for module, layout in candidates:
-        rope = _rotary(model, module, layout, stacks[0]) if module is not None else Rotary(
-            model.config.model_type, None, layout, stacks[0]
+        rope = (
+            _rotary(model, module, layout, stacks[0])
+            if module is not None
+            else Rotary(model.config.model_type, None, layout, stacks[0])
         )
         fits = [st for st in stacks if _rope_fits(record, rope, st, needs, folder)]
         if stacks[0] in fits:

@@ -25,9 +25,7 @@ def template(names: list[str]) -> tuple[str, list[tuple[int, ...]]] | None:
         return None
     first = split[0]
     numeric = [n for n, part in enumerate(first) if part.isdigit()]
-    if any(
-        p[n] != first[n] if n not in numeric else not p[n].isdigit() for p in split for n in range(len(first))
-    ):
+    if any(p[n] != first[n] if n not in numeric else not p[n].isdigit() for p in split for n in range(len(first))):
         return None
     varying = [n for n in numeric if len({p[n] for p in split}) > 1] or numeric[:1]
     parts = list(first)

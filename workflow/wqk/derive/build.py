@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import re
 
 import torch
 
@@ -168,7 +170,11 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
         main = next((k for k in makers if k in params), main)
     kwargs = {main: makers[main]()} if main in makers else {}
     if every:
-        if "input_ids" in params and "input_ids" not in kwargs and getattr(_sub(config, "text_config"), "vocab_size", None):
+        if (
+            "input_ids" in params
+            and "input_ids" not in kwargs
+            and getattr(_sub(config, "text_config"), "vocab_size", None)
+        ):
             kwargs["input_ids"] = ids()
         has_vision = hasattr(config, "vision_config") or hasattr(config, "image_size")
         if "pixel_values" in params and "pixel_values" not in kwargs and has_vision:
@@ -208,3 +214,35 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
     if "encoder_hidden_states" in params and crosses and not getattr(config, "is_encoder_decoder", False):
         width = getattr(config, "cross_attention_hidden_size", None) or _width(config)
         kwargs["encoder_hidden_states"] = torch.randn(B, tokens - 3, width, generator=g, dtype=torch.float64)
+
+
+def has_attention_source(model_type: str) -> bool:
+    """Whether the modeling code of the type, or of a type its default config holds (a composite's
+    towers), computes a softmax over logits (eager or SDPA attention, torch's multi-head
+    attention): a type whose tiny model cannot run is refused as having no attention only when
+    none of that code has one."""
+    import transformers
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
+
+    types = {model_type}
+    try:
+        config = transformers.AutoConfig.for_model(model_type)
+        stack = [config]
+        while stack:
+            c = stack.pop()
+            for v in vars(c).values():
+                if isinstance(v, transformers.PretrainedConfig):
+                    types.add(v.model_type)
+                    stack.append(v)
+    except Exception:  # a config class that needs arguments: its own code only
+        pass
+    pattern = re.compile(r"softmax|scaled_dot_product_attention|eager_attention_forward|MultiheadAttention")
+    root = os.path.join(os.path.dirname(transformers.__file__), "models")
+    for t in sorted(types):
+        folder = os.path.join(root, model_type_to_module_name(t))
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            if name.startswith("modeling_") and name.endswith(".py"):
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    if pattern.search(f.read()):
+                        return True
+    return False

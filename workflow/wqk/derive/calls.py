@@ -121,7 +121,8 @@ def fit_scale(scores, other_scores, out, other_out, open_, tol: float = 1e-6) ->
     if resid > tol:
         spread = float(per_head.max() - per_head.min()) / max(abs(s), 1e-300)
         why = (
-            "scaled per head" if spread > tol and (ds - per_head[:, None, None] * do).norm() <= tol * ds.norm()
+            "scaled per head"
+            if spread > tol and (ds - per_head[:, None, None] * do).norm() <= tol * ds.norm()
             else "no linear map of q.k (soft-capping, cosine attention, content-position terms)"
         )
         raise Underivable("not bilinear", f"the softmax input is {why} (relative residual {float(resid):.1e})")
@@ -158,7 +159,9 @@ def _side(operand: torch.Tensor, trace: Trace, before: int, what: str, calls: li
     rows = [[matches[head * c + j].column for j in range(c)] for head in range(h)]
     factors = [m.factor for m in matches]
     if max(factors) - min(factors) > 1e-6 * max(abs(f) for f in factors) and norm is None:
-        raise Underivable("not bilinear", f"the {what} are scaled differently per column ({min(factors)} to {max(factors)})")
+        raise Underivable(
+            "not bilinear", f"the {what} are scaled differently per column ({min(factors)} to {max(factors)})"
+        )
     offsets = torch.tensor([m.offset / m.factor for m in matches], dtype=torch.float64).reshape(h, c)
     scale = max(float(target.abs().max()), 1e-300)
     added = offsets if norm is None and float(offsets.abs().max()) > 1e-6 * scale else None

@@ -42,7 +42,7 @@ def _worker_main(types: list[str]) -> None:
         signal.alarm(TIME_LIMIT)
         try:
             cached(t)
-        except BaseException as e:  # noqa: BLE001 - a row, not a crash of the table
+        except BaseException as e:
             _store_failure(t, "forward", f"{type(e).__name__}: {e}")
         signal.alarm(0)
         print("DONE", t, flush=True)
@@ -66,7 +66,12 @@ def _derive_missing(types: list[str], jobs: int) -> None:
 
     def stream(todo: list[str]) -> None:
         while todo:
-            cmd = [sys.executable, "-c", "import sys; from wqk.derive.coverage import _worker_main; _worker_main(sys.argv[1:])", *todo]
+            cmd = [
+                sys.executable,
+                "-c",
+                "import sys; from wqk.derive.coverage import _worker_main; _worker_main(sys.argv[1:])",
+                *todo,
+            ]
             env = dict(os.environ, TQDM_DISABLE="1")
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
             current = None
@@ -99,9 +104,8 @@ def statuses(types: list[str] | None = None, jobs: int = 2) -> list[Status]:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     from ..adapters import _REFUSED, _load_all, get_record, is_hand
-    from .store import path_for
-
     from . import _quiet
+    from .store import path_for
 
     _load_all()
     types = sorted(types or CONFIG_MAPPING_NAMES)

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import torch
 
 from ..adapters.record import AR, BI, Attention
-from .build import B
 from .calls import AttentionCall, Side, Underivable
 from .trace import ModuleCall, Trace
 
@@ -200,7 +199,9 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
             raise Underivable("layout", f"{call.call.name}: the QK-norm's gain offset differs from the pre-norm's")
         gain_offset = offset
     if k.offset is not None:
-        raise Underivable("layout", f"{call.call.name}: a key bias added after the projection (no record field holds one)")
+        raise Underivable(
+            "layout", f"{call.call.name}: a key bias added after the projection (no record field holds one)"
+        )
     q_bias = _added_bias(trace, q) if q.offset is not None else None
     attention = Attention(
         stack,
@@ -227,7 +228,11 @@ def _added_bias(trace: Trace, side: Side) -> str:
     """The 1-d parameter holding the bias added to the queries after their projection."""
     want = side.offset.flatten()
     for name, p in trace.parameters.items():  # [H*k] (DeBERTa's q_bias) or [H, k] (Transformer-XL's pos_bias_u)
-        if p.ndim <= 2 and p.numel() == want.numel() and torch.allclose(p.double().flatten(), want, rtol=1e-6, atol=1e-9):
+        if (
+            p.ndim <= 2
+            and p.numel() == want.numel()
+            and torch.allclose(p.double().flatten(), want, rtol=1e-6, atol=1e-9)
+        ):
             return name
     raise Underivable("layout", f"a query bias added after {side.projection.weight} that no parameter holds")
 

@@ -77,7 +77,7 @@ def _first_that_runs(model, module, name: str) -> tuple[Step, Trace] | Exception
 
 
 def _has_attention(tower: Tower) -> bool:
-    from . import has_attention_source
+    from .build import has_attention_source
 
     return has_attention_source(tower.module.config.model_type)
 

@@ -251,8 +251,8 @@ def shrink(config, kv_equal: bool = False):
     refuses the first try because its key heads must equal its query heads gets them equal
     (kv_equal: from the start)."""
     error = None
-    for kv_equal in (kv_equal, True):
-        d = _shrink_dict(config.to_dict(), _Counts(), kv_equal)
+    for equal in (kv_equal, True):
+        d = _shrink_dict(config.to_dict(), _Counts(), equal)
         _apply_hints(d, HINTS.get(config.model_type, {}))
         d.pop("transformers_version", None)
         try:

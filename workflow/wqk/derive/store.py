@@ -38,7 +38,9 @@ def record_to_dict(record: Record) -> dict:
         "model_type": record.model_type,
         "attention": [attention(a) for a in record.attention],
         "objectives": dict(record.objectives),
-        "rope": None if record.rope is None else {k: v for k, v in dataclasses.asdict(record.rope).items() if k != "only_if"},
+        "rope": None
+        if record.rope is None
+        else {k: v for k, v in dataclasses.asdict(record.rope).items() if k != "only_if"},
         "tiny": None if record.tiny is None else dataclasses.asdict(record.tiny),
     }
 
@@ -75,7 +77,9 @@ def code_key() -> str:
     """A hash of the code a derivation runs (this package, the generic reader): a change to it
     derives again rather than reading what older code derived."""
     here = Path(__file__).resolve().parent
-    files = sorted(here.glob("*.py")) + [here.parent / "adapters" / f for f in ("reader.py", "record.py", "rope.py", "common.py")]
+    files = sorted(here.glob("*.py")) + [
+        here.parent / "adapters" / f for f in ("reader.py", "record.py", "rope.py", "common.py")
+    ]
     digest = hashlib.sha256()
     for f in files:
         digest.update(f.read_bytes())

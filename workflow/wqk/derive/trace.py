@@ -113,7 +113,9 @@ class Tracer(TorchFunctionMode):
 
     def _pre(self, name):
         def hook(module, args, kwargs):
-            call = ModuleCall(len(self.trace.calls), name, module, args, dict(kwargs), self.open[-1] if self.open else None)
+            call = ModuleCall(
+                len(self.trace.calls), name, module, args, dict(kwargs), self.open[-1] if self.open else None
+            )
             call.seq_start = self.seq
             self.trace.calls.append(call)
             self.open.append(call.index)
@@ -160,19 +162,25 @@ class Tracer(TorchFunctionMode):
             x, w = args[0], args[1] if len(args) > 1 else kwargs["weight"]
             b = args[2] if len(args) > 2 else kwargs.get("bias")
             if (wn := self._param(w)) is not None and w.ndim == 2:
-                self.trace.projections.append(Projection(self.seq, calls, wn, self._param(b), False, _keep(x), _keep(out)))
+                self.trace.projections.append(
+                    Projection(self.seq, calls, wn, self._param(b), False, _keep(x), _keep(out))
+                )
         elif name == "conv1d":  # a 1x1 convolution over [B, C, T]: a projection (SqueezeBERT)
             x, w = args[0], args[1] if len(args) > 1 else kwargs["weight"]
             b = args[2] if len(args) > 2 else kwargs.get("bias")
             wn = self._param(w)
             if wn is not None and w.ndim == 3 and w.shape[-1] == 1 and x.ndim == 3 and w.shape[1] == x.shape[1]:
                 self.trace.projections.append(
-                    Projection(self.seq, calls, wn, self._param(b), False, _keep(x.transpose(1, 2)), _keep(out.transpose(1, 2)))
+                    Projection(
+                        self.seq, calls, wn, self._param(b), False, _keep(x.transpose(1, 2)), _keep(out.transpose(1, 2))
+                    )
                 )
         elif name == "addmm":
             b, x, w = args[:3]
             if (wn := self._param(w)) is not None:
-                self.trace.projections.append(Projection(self.seq, calls, wn, self._param(b), True, _keep(x), _keep(out)))
+                self.trace.projections.append(
+                    Projection(self.seq, calls, wn, self._param(b), True, _keep(x), _keep(out))
+                )
         elif name in _MATMULS:
             if name == "baddbmm":  # input + alpha * batch1 @ batch2 (BLOOM: ALiBi as the input)
                 a = args[1] if len(args) > 1 else kwargs.get("batch1")

@@ -123,7 +123,9 @@ def _form(block: AttentionBlock, s: Seen, with_rope: bool) -> tuple[torch.Tensor
     if block.form == "qk_norm_gain_folded":
         if s.q_scaling is None or s.k_scaling is None:
             raise Underivable("verify", f"{s.name}: a QK-norm block, but the forward ran no QK-norm")
-        qs, ks = (t.expand(t.shape[0], q.shape[1], t.shape[2]) if t.shape[1] == 1 else t for t in (s.q_scaling, s.k_scaling))
+        qs, ks = (
+            t.expand(t.shape[0], q.shape[1], t.shape[2]) if t.shape[1] == 1 else t for t in (s.q_scaling, s.k_scaling)
+        )
         ks = ks.repeat_interleave(q.shape[1] // ks.shape[1], dim=1)
         form = form * qs[..., :, None] * ks[..., None, :]
     scores = _heads_view(s.scores, form.shape[0])[..., : form.shape[-1]].double()
