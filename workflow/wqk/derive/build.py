@@ -16,6 +16,7 @@ import re
 import torch
 
 B, T = 2, 9  # batch, tokens
+MAX_BYTES = 2**29  # a tiny model past 512 MiB (float32, before float64) is refused, not run
 SEED = 0
 
 
@@ -65,6 +66,9 @@ def build(config, cls=None) -> torch.nn.Module:
     config._attn_implementation = "eager"
     torch.manual_seed(SEED)
     model = cls._from_config(config, attn_implementation="eager", experts_implementation="eager")
+    size = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+    if size > MAX_BYTES:  # a default the shrinking missed (a table of positions squared): not tiny
+        raise MemoryError(f"the tiny model holds {size / 2**30:.1f} GiB of parameters and buffers")
     model.eval().double()
     _fit_rope_sections(model)
     generator = torch.Generator().manual_seed(SEED + 1)

@@ -114,6 +114,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = 4
         elif k == "max_source_positions" and v > 16:  # audio frames (Whisper: 1500)
             out[k] = 16
+        elif k in POSITIONS and v > MAX_POSITIONS:  # a table or mask buffer of positions (squared, for some)
+            out[k] = MAX_POSITIONS
         elif re.search(r"moe_intermediate_size|shared_expert_intermediate_size", k):
             out[k] = WIDTH
         elif k.endswith("layer_period") and v > 2:  # hybrids (Jamba): attention, experts every other layer
@@ -126,6 +128,10 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = LATENT[k]
         elif k == "rotary_dim" and isinstance(own.get("head_dim") or own.get("n_head"), int):
             out[k] = min(v, HEAD_DIM // 2)  # GPT-J, CodeGen: a part of each head rotates
+    for k in ("image_size", "input_size", "img_size"):  # [height, width] (YOLOS: [800, 1333])
+        v = own.get(k)
+        if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, int) and x > 32 for x in v):
+            out[k] = [32, 32]
     for k in ("out_features", "out_indices", "stage_names"):  # backbone stages: recomputed from the depth
         out.pop(k, None)
     if out.get("use_timm_backbone"):  # DETR and kin: the transformers ResNet, not timm's (not installed)
@@ -138,9 +144,24 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
         _remap_token_ids(out, out["vocab_size"])
     _shrink_layer_lists(out, own)
     _rope_sections(out)
+    _rope_context(out, own)
     return out
 
 
+def _rope_context(out: dict, own: dict) -> None:
+    """A rope's original context scaled with the capped positions (YaRN's and LongRoPE's factor
+    is their ratio): the same scaling, on a tiny context."""
+    old, new = own.get("max_position_embeddings"), out.get("max_position_embeddings")
+    if not (isinstance(old, int) and isinstance(new, int) and new < old):
+        return
+    for key in ("rope_parameters", "rope_scaling"):
+        params = out.get(key)
+        if isinstance(params, dict) and isinstance(params.get("original_max_position_embeddings"), int):
+            params["original_max_position_embeddings"] = max(1, params["original_max_position_embeddings"] * new // old)
+
+
+POSITIONS = ("max_position_embeddings", "n_positions", "max_seq_len", "max_sequence_length", "n_ctx", "seq_length")
+MAX_POSITIONS = 512
 LATENT = {"qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16, "kv_lora_rank": 32, "q_lora_rank": 48,
           "qk_head_dim": 32}  # fmt: skip
 RESNET = {"model_type": "resnet", "depths": [1, 1], "hidden_sizes": [32, 64], "embedding_size": 32,
