@@ -12,7 +12,8 @@ symmetry and ||M||_F stayed bit for bit (so the Grams and Q^T did too). In the r
 wrong with checks in place, the Grams, the quadratic forms and the excess sums were each
 consistent with their own inputs (to 2e-5 of their largest entry), and inside
 metrics.quad_diag the batched product (D + 2T) X matched float64 of its operands to 3e-7: the
-error enters before it, in D + 2T (torch.triu) or in the repeated Gram (repeat_interleave).
+error enters before it, in D + 2T (torch.triu) or in the repeated Gram (repeat_interleave), which
+each computation now makes for itself (metrics.repeated), as it does D + 2T.
 Prints the runs that differ and exits 1 if any did.
 
 Not seen on AMD EPYC (0 of 150 here, 2026-12-02; none in earlier sessions). Not a rounding:

@@ -264,6 +264,33 @@ def test_norms_that_come_out_wrong_once_are_computed_again(monkeypatch, caplog, 
     assert "computed 3 times before two in a row agreed bit for bit" in warning
 
 
+def test_a_fault_in_the_repeated_key_gram_is_not_carried_into_each_computation(monkeypatch, caplog):
+    """The key head's Gram repeated for its query heads (a copy, made by a parallel kernel) came
+    out wrong once: each computation makes its own copy, so the fault is outvoted, to the bits of
+    a run without it (issue 29: MobileLLM's first layer, with the recomputation already in place)."""
+    from wqk import metrics
+
+    _, block = _float32_block()
+    clean = score_block(block)
+    real, copies = metrics.repeated, []
+
+    def repeated(g, repeat):
+        out = real(g, repeat).clone()
+        copies.append(repeat)
+        if repeat > 1 and len(copies) == 1:
+            out[0] *= 1 + 1e-4  # the first query head's copy of its key Gram, slightly off
+        return out
+
+    monkeypatch.setattr(metrics, "repeated", repeated)
+    faulty = score_block(block)
+    for got, want in zip(faulty, clean):
+        for f in ("symmetry", "directionality", "fro_norm", "E_r", "E_c"):
+            np.testing.assert_array_equal(got[f], want[f])
+    assert copies[:3] == [4, 4, 4]  # the rows' three computations, each with its own copy
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "wqk.metrics"]
+    assert "squared row norms of 1 of 8 forms came out different" in warning
+
+
 def test_a_fault_within_the_sum_changes_the_scores_it_is_kept_from():
     """The fault of the shift kind passes the sum check but moves E_r: only a second
     computation can see it (what the test above relies on)."""

@@ -55,7 +55,9 @@ QUAD_CHUNK_ELEMENTS = 1 << 19
 NORMS_SUM_TOLERANCE = 4e-6
 # A fault can also stay within that gap: E_r of 13 heads of a first layer off by up to 4e-3 of
 # it in one of two rehearsals, E_c and the sums unchanged (issue 29). So the forms are computed
-# until two results in a row agree bit for bit, at most this many times.
+# until two results in a row agree bit for bit, at most this many times; and since the same fault came
+# back with that check in place (CI, MobileLLM again), from the key Gram repeated once for every
+# computation, each computation now repeats it itself (`repeated`).
 NORM_ATTEMPTS = 4
 
 log = logging.getLogger(__name__)
@@ -226,13 +228,27 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a.view(torch.uint8), b.view(torch.uint8))  # NaN and -0.0 too
 
 
-def _checked_norms(g: torch.Tensor, x: torch.Tensor, fro2: torch.Tensor, what: str, group: int = 1) -> torch.Tensor:
-    """quad_diag(g, x, group), the squared `what` norms of M, computed until two results in a
-    row agree bit for bit, and checked against fro2 = ||M||_F^2: a fault that passes leaves the
-    bits a run without it has. Two that agree but miss fro2, or no two that agree within
-    NORM_ATTEMPTS, are computed in float64; each with a warning."""
-    out, computed, differed = quad_diag(g, x, group), 1, 0
-    while not _same_bits(out, again := quad_diag(g, x, group)):
+def repeated(g: torch.Tensor, repeat: int) -> torch.Tensor:
+    """Each of g's forms repeat times in a row (a key head's Gram for each of its query heads)."""
+    return g.repeat_interleave(repeat, 0) if repeat > 1 else g
+
+
+def _checked_norms(
+    g: torch.Tensor, x: torch.Tensor, fro2: torch.Tensor, what: str, group: int = 1, repeat: int = 1
+) -> torch.Tensor:
+    """quad_diag(g repeated, x, group), the squared `what` norms of M, computed until two results
+    in a row agree bit for bit, and checked against fro2 = ||M||_F^2: a fault that passes leaves
+    the bits a run without it has. Two that agree but miss fro2, or no two that agree within
+    NORM_ATTEMPTS, are computed in float64; each with a warning. Each computation repeats g
+    (g.repeat_interleave(repeat, 0): a key head's Gram for each of its query heads) itself, so
+    that a fault in the copy is not carried into every computation."""
+
+    def norms(dtype=None):
+        gg = repeated(g, repeat)
+        return quad_diag(gg, x, group) if dtype is None else quad_diag(gg.to(dtype), x.to(dtype), group)
+
+    out, computed, differed = norms(), 1, 0
+    while not _same_bits(out, again := norms()):
         computed += 1
         differed = differed or int((out != again).any(-1).sum())
         out = again
@@ -243,7 +259,7 @@ def _checked_norms(g: torch.Tensor, x: torch.Tensor, fro2: torch.Tensor, what: s
                 len(out),
                 NORM_ATTEMPTS,
             )
-            return quad_diag(g.double(), x.double(), group)
+            return norms(torch.float64)
     computed += 1
     off = _off_sum(out, fro2)
     if off.any():
@@ -257,7 +273,7 @@ def _checked_norms(g: torch.Tensor, x: torch.Tensor, fro2: torch.Tensor, what: s
             gap,
             NORMS_SUM_TOLERANCE,
         )
-        return quad_diag(g.double(), x.double(), group)
+        return norms(torch.float64)
     if computed > 2:
         log.warning(
             "the squared %s norms of %d of %d forms came out different between computations: "
@@ -439,7 +455,7 @@ def _score_heads(f: Factors, n_std) -> dict:
     fro2 = (f.gram_q.view(h_kv, f.group, k, k) * f.gram_k[:, None]).sum((-2, -1)).view(n_heads)
     square = f.cross is not None
     sym_num = (f.cross * f.cross.mT).sum((-2, -1)) if square else fro2
-    row2 = _checked_norms(f.gram_k.repeat_interleave(f.group, 0), f.qt, fro2, "row")
+    row2 = _checked_norms(f.gram_k, f.qt, fro2, "row", repeat=f.group)
     col2 = _checked_norms(f.gram_q, f.kt, fro2, "column", f.group)
     return _scale_back(_finish(fro2, sym_num, row2, col2, n_std, square), f.head_exponents())
 

@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import re
 import tempfile
+import traceback
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,6 +129,10 @@ def _derive_quietly(model_type: str, fields: dict | None) -> Derivation:
             return _derive(model_type, fields)
         except Underivable as e:
             return Derivation(model_type, category=e.category, reason=e.reason)
+        except Exception as e:  # past the forward: a layout the derivation's own steps cannot follow
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            reason = f"{type(e).__name__} at {Path(where.filename).name}:{where.lineno}: {str(e)[:200]}"
+            return Derivation(model_type, category="layout", reason=reason)
 
 
 def _derive(model_type: str, fields: dict | None) -> Derivation:
@@ -198,8 +203,11 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
         folder = Path(tmp)
         from ..progress import hub_bars
 
-        with hub_bars():  # no "Writing model shards" frames
-            model.save_pretrained(folder, safe_serialization=True)
+        try:
+            with hub_bars():  # no "Writing model shards" frames
+                model.save_pretrained(folder, safe_serialization=True)
+        except Exception as e:  # a save-time weight conversion that does not fit the tiny model
+            raise Underivable("layout", f"transformers cannot save its tiny model: {type(e).__name__}: {e}") from e
         facts = [_as_saved(f, saved_names(model, folder)) for f in facts]
         base = getattr(cls, "base_model_prefix", "") or ""
         record = assemble(model_type, facts, base, None, Tiny(cls.__name__, _tiny_fields(config)))
