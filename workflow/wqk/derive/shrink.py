@@ -79,8 +79,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
     for k, v in own.items():
         if v is None and HEAD_DIM_KEYS.match(k) and k in ("head_dim",):  # a head width the forward reads as given
             out[k] = HEAD_DIM
-        if v is None and TOPK_KEYS.match(k) and any(EXPERT_KEYS.match(e) for e in own):  # DeepSeek-V2: experts, no top-k
-            out[k] = 2
+        if v is None and TOPK_KEYS.match(k) and any(EXPERT_KEYS.match(e) for e in own):
+            out[k] = 2  # DeepSeek-V2: experts, and no top-k set
         if _is_sub(v) and v.get("model_type") == "timm_backbone":  # timm is not installed: transformers' ResNet
             out[k] = dict(RESNET)
         elif _is_sub(v, k):
