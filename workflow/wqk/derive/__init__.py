@@ -129,6 +129,8 @@ def _derive_quietly(model_type: str, fields: dict | None) -> Derivation:
             return _derive(model_type, fields)
         except Underivable as e:
             return Derivation(model_type, category=e.category, reason=e.reason)
+        except (TimeoutError, MemoryError):  # the worker's time limit, the machine's memory: not the layout's
+            raise
         except Exception as e:  # past the forward: a layout the derivation's own steps cannot follow
             where = traceback.extract_tb(e.__traceback__)[-1]
             reason = f"{type(e).__name__} at {Path(where.filename).name}:{where.lineno}: {str(e)[:200]}"

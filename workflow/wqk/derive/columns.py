@@ -8,10 +8,13 @@ chance, so a match names where the values came from.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import torch
 
+PROBES = 3  # random unit vectors a candidate's projections must match (_candidates)
+MAX_PAIRS = 1 << 22  # candidate pairs past which the whole cosine matrix is cheaper
 TOL = 1e-7  # float64 copies; 1e-7 admits the ones that went through float32 (GPT-Neo's upcast)
 
 
@@ -53,16 +56,50 @@ def match_columns(target: torch.Tensor, sources: list[torch.Tensor]) -> list[Mat
     column = torch.cat([torch.arange(x.shape[1]) for x in sources])
     sc = s - s.mean(0)
     norms = sc.norm(dim=0)
-    cos = (tc / tnorm.clamp_min(1e-300)).T @ (sc / norms.clamp_min(1e-300))  # [m, all source columns]
-    hit = (cos.abs() >= 1 - TOL) & (norms > 0)
+    tu, su = tc / tnorm.clamp_min(1e-300), sc / norms.clamp_min(1e-300)
+    varies = tnorm > 1e-12 * t.norm(dim=0)  # a constant column names no source
     found: list[Match | None] = [None] * t.shape[1]
-    for j in range(t.shape[1]):
-        if tnorm[j] <= 1e-12 * t[:, j].norm():
-            continue
-        for c in hit[j].nonzero().flatten().tolist():  # the first source that holds it
+    for j, candidates in _candidates(tu, su, varies & (tnorm > 0), norms > 0):
+        for c in candidates:  # the first source that holds it
             factor = float(tc[:, j] @ sc[:, c] / norms[c] ** 2)
             offset = float(t[:, j].mean() - factor * s[:, c].mean())
             if (t[:, j] - factor * s[:, c] - offset).norm() <= TOL * t[:, j].norm():
                 found[j] = Match(int(owner[c]), int(column[c]), factor, offset)
                 break
     return found
+
+
+def _candidates(tu: torch.Tensor, su: torch.Tensor, varies: torch.Tensor, live: torch.Tensor):
+    """(target column, the source columns in order whose |cos| with it is >= 1 - TOL), from the
+    centred unit columns tu [N, m] and su [N, S].
+
+    Centred unit columns that are copies up to sign have the same absolute projection on any unit
+    vector, near-copies one within sqrt(2 TOL): only the pairs whose projections on PROBES fixed
+    random unit vectors all fall that near get a cosine, not the whole [m, S] matrix. Where
+    that leaves too many pairs (few rows: every centred column of two rows is a copy of every
+    other), the whole matrix, a row at a time."""
+    probes = torch.randn(tu.shape[0], PROBES, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    probes /= probes.norm(dim=0)
+    tp, sp = (tu.T @ probes).abs(), (su.T @ probes).abs()  # [m, PROBES], [S, PROBES]
+    order = sp[:, 0].argsort()
+    first = sp[order, 0]
+    near = (2 * TOL) ** 0.5 + 1e-9
+    lo = torch.searchsorted(first, tp[:, 0] - near)
+    counts = torch.where(varies, torch.searchsorted(first, tp[:, 0] + near, right=True) - lo, 0)
+    if int(counts.sum()) > MAX_PAIRS:
+        hit = ((tu.T @ su).abs() >= 1 - TOL) & live & varies[:, None]
+        for j in varies.nonzero().flatten().tolist():
+            yield j, hit[j].nonzero().flatten().tolist()
+        return
+    js = torch.repeat_interleave(torch.arange(len(counts)), counts)  # every (target, candidate) pair
+    cs = order[lo[js] + torch.arange(len(js)) - torch.repeat_interleave(counts.cumsum(0) - counts, counts)]
+    keep = ((sp[cs] - tp[js]).abs() <= near).all(-1) & live[cs]
+    js, cs = js[keep], cs[keep]
+    keep = (su[:, cs] * tu[:, js]).sum(0).abs() >= 1 - TOL
+    key = (js[keep] * su.shape[1] + cs[keep]).sort().values  # by target, then source
+    js, cs = (key // su.shape[1]).tolist(), (key % su.shape[1]).tolist()
+    i = 0
+    while i < len(js):
+        end = bisect.bisect_right(js, js[i], i)
+        yield js[i], cs[i:end]
+        i = end

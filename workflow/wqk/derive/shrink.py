@@ -31,7 +31,7 @@ KV_KEYS = re.compile(r"^(num_key_value_heads|n_kv_heads|num_kv_heads|multi_query
 HEAD_DIM_KEYS = re.compile(r"^(head_dim|d_kv|kv_channels|attention_head_dim|d_head|attention_head_size)$")
 LAYER_KEYS = re.compile(
     r"^(num_hidden_layers|n_layer|n_layers|num_layers|encoder_layers|decoder_layers|num_decoder_layers"
-    r"|num_encoder_layers|depth)$"
+    r"|num_encoder_layers|depth|num_layers_per_stack)$"
 )
 EXPERT_KEYS = re.compile(r"^(num_experts|num_local_experts|n_routed_experts|moe_num_experts|num_routed_experts)$")
 TOPK_KEYS = re.compile(r"^(num_experts_per_tok|moe_topk|top_k|num_selected_experts|moe_k)$")
@@ -106,7 +106,7 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = min(v, 4)
         elif TOPK_KEYS.match(k):
             out[k] = min(v, 2)
-        elif "vocab_size" in k and v > VOCAB:  # vocab_size, vocab_size_per_layer_input (Gemma 3n, 4)
+        elif "vocab" in k and v > VOCAB:  # vocab_size_per_layer_input (Gemma 3n, 4), BLT's hash vocabulary
             out[k] = VOCAB
         elif k == "image_size" and v > 32:
             out[k] = 32
