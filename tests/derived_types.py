@@ -29,10 +29,20 @@ def main() -> int:
     import transformers
 
     from wqk.derive.coverage import coverage_table, statuses
+    from wqk.derive.store import code_key
 
+    code = code_key()
     with tempfile.TemporaryDirectory() as cache:
         os.environ["WQK_CACHE"] = cache  # a fresh derivation of every type, not an old cache's
-        rows = statuses()
+        try:
+            rows = statuses()
+        except Exception:
+            if code_key() == code:
+                raise
+            rows = None
+    if code_key() != code:  # the workers derive under the code of their moment: a mix of two versions
+        print("the derivation's code changed during the run: nothing written; run it again", file=sys.stderr)
+        return 1
     print(coverage_table(rows, markdown=True))
     out = {
         "transformers": transformers.__version__,
