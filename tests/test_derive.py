@@ -140,6 +140,29 @@ def test_columns_match_up_to_a_factor_and_a_constant_and_nothing_else():
     assert found[2] is None
 
 
+def test_candidate_matching_finds_what_the_whole_cosine_matrix_finds(monkeypatch):
+    """columns._candidates' projections on random unit vectors keep every pair the whole matrix
+    keeps: the same first source of each column, over several sources, copies up to sign, factor
+    and constant, a source column that is a copy of an earlier one (the earlier wins), a
+    near-copy through float32, and a constant target column (no source)."""
+    from wqk.derive import columns
+
+    g = torch.Generator().manual_seed(2)
+    a, b = (torch.randn(40, n, generator=g, dtype=torch.float64) for n in (300, 200))
+    b[:, 7] = 3 * a[:, 11] - 1  # b's column 7 holds a's column 11 again: a, the earlier source, wins
+    target = torch.stack(
+        [-0.5 * a[:, 11] + 2, 4 * b[:, 7], b[:, 150].float().double() * 0.125, a[:, 299] + 3, torch.ones(40)]
+        + [torch.randn(40, generator=g, dtype=torch.float64) for _ in range(60)],
+        1,
+    )
+    fast = columns.match_columns(target, [a, b])
+    monkeypatch.setattr(columns, "MAX_PAIRS", -1)  # the whole matrix, as before the candidates
+    whole = columns.match_columns(target, [a, b])
+    assert fast == whole
+    assert [(m.source, m.column) for m in fast[:4]] == [(0, 11), (0, 11), (1, 150), (0, 299)]
+    assert fast[4:] == [None] * 61
+
+
 def test_the_printed_record_module_registers_the_derived_record(capsys):
     from wqk.adapters import AR, BI, Attention, Record, Rotary, Tiny
     from wqk.cli import main
