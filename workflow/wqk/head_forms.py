@@ -46,7 +46,7 @@ class HeadForms:
     def of(cls, factors) -> HeadForms:
         """The forms of a block's query heads (wqk.metrics.Factors; square forms only)."""
         f = factors
-        gram_k = f.gram_k.repeat_interleave(f.group, 0) if f.group > 1 else f.gram_k
+        gram_k = f.gram_k_per_head()
         cross = f.cross.double() if f.cross is not None else None
         return cls(f.gram_q.double(), gram_k.double(), cross, f.head_exponents().astype(np.int64))
 

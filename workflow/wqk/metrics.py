@@ -243,9 +243,8 @@ def _checked_norms(
     (g.repeat_interleave(repeat, 0): a key head's Gram for each of its query heads) itself, so
     that a fault in the copy is not carried into every computation."""
 
-    def norms(dtype=None):
-        gg = repeated(g, repeat)
-        return quad_diag(gg, x, group) if dtype is None else quad_diag(gg.to(dtype), x.to(dtype), group)
+    def norms(dtype=g.dtype):
+        return quad_diag(repeated(g, repeat).to(dtype), x.to(dtype), group)
 
     out, computed, differed = norms(), 1, 0
     while not _same_bits(out, again := norms()):
@@ -407,6 +406,10 @@ class Factors:
     _layer: LayerFactors | None = None
     _reasons: tuple[list, list] | None = None  # the rows' reasons, set by paper_scores
     forms: dict = dataclasses.field(default_factory=dict)  # input -> wqk.head_forms.HeadForms, built once
+
+    def gram_k_per_head(self) -> torch.Tensor:
+        """K^T K of each query head's key head [H, k, k] (a copy for grouped-query attention)."""
+        return repeated(self.gram_k, self.group)
 
     def head_exponents(self) -> np.ndarray:
         """Per query head: M_h's quantities here are those of M_h 2^-exponent."""

@@ -109,7 +109,7 @@ def head_and_layer_rotary(ctx: Context):
         return {}, {}
     offsets = ctx.rotary_offsets if ctx.rotary_offsets is not None else default_offsets(rope.context)
     k = f.qt.shape[1]
-    gram_k = f.gram_k.repeat_interleave(f.group, 0) if f.group > 1 else f.gram_k
+    gram_k = f.gram_k_per_head()
     heads = rotary_symmetry(Rotation(rope, k, 1, f.qt.device), f.gram_q, gram_k, f.cross, offsets)
     lf = f.layer()
     blocks = Rotation(rope, k, lf.gram_q.shape[-1] // k, f.qt.device)

@@ -148,7 +148,7 @@ def _columns(s2, lam, mu, failed: torch.Tensor) -> dict[str, np.ndarray]:
 )
 def head_spectra(ctx: Context):
     f = ctx.factors
-    gram_k = f.gram_k.repeat_interleave(f.group, 0) if f.group > 1 else f.gram_k
+    gram_k = f.gram_k_per_head()
     heads, failed = spectra(f.gram_q, gram_k, f.cross, f.q_exp, np.repeat(f.k_exp, f.group))
     for h in torch.nonzero(failed).flatten().tolist():
         f.note(h, FAILED)

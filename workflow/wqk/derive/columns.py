@@ -59,7 +59,7 @@ def match_columns(target: torch.Tensor, sources: list[torch.Tensor]) -> list[Mat
     tu, su = tc / tnorm.clamp_min(1e-300), sc / norms.clamp_min(1e-300)
     varies = tnorm > 1e-12 * t.norm(dim=0)  # a constant column names no source
     found: list[Match | None] = [None] * t.shape[1]
-    for j, candidates in _candidates(tu, su, varies & (tnorm > 0), norms > 0):
+    for j, candidates in _candidates(tu, su, varies, norms > 0):
         for c in candidates:  # the first source that holds it
             factor = float(tc[:, j] @ sc[:, c] / norms[c] ** 2)
             offset = float(t[:, j].mean() - factor * s[:, c].mean())
@@ -77,7 +77,7 @@ def _candidates(tu: torch.Tensor, su: torch.Tensor, varies: torch.Tensor, live: 
     vector, near-copies one within sqrt(2 TOL): only the pairs whose projections on PROBES fixed
     random unit vectors all fall that near get a cosine, not the whole [m, S] matrix. Where
     that leaves too many pairs (few rows: every centred column of two rows is a copy of every
-    other), the whole matrix, a row at a time."""
+    other), the whole matrix is cheaper, and is computed."""
     probes = torch.randn(tu.shape[0], PROBES, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     probes /= probes.norm(dim=0)
     tp, sp = (tu.T @ probes).abs(), (su.T @ probes).abs()  # [m, PROBES], [S, PROBES]

@@ -42,7 +42,7 @@ def _worker_main(types: list[str]) -> None:
         signal.alarm(TIME_LIMIT)
         try:
             cached(t)
-        except BaseException as e:
+        except BaseException as e:  # a row, not a crash of the table
             _store_failure(t, "forward", f"{type(e).__name__}: {e}")
         signal.alarm(0)
         print("DONE", t, flush=True)
