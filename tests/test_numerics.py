@@ -188,3 +188,19 @@ def test_wide_heads_rerun_identically_on_one_and_two_threads():
     for c in ("symmetry", "directionality", "E_r", "E_c"):
         np.testing.assert_allclose(runs[1][0][0][c], runs[2][0][0][c], atol=1e-5, err_msg=c)
         np.testing.assert_allclose(runs[1][0][1][c], runs[2][0][1][c], atol=1e-5, err_msg=c)
+
+
+def test_every_function_torch_hands_to_mkl_vml_is_primed():
+    """wqk.vml.prime calls each function of ATen/cpu/vml.h that torch computes with MKL's VML
+    (a function it missed would be set up by its first, parallel call: the fault it avoids)."""
+    import re
+    from pathlib import Path
+
+    from wqk import vml
+
+    header = Path(torch.__file__).parent / "include" / "ATen" / "cpu" / "vml.h"
+    if not (header.exists() and torch.backends.mkl.is_available()):
+        pytest.skip("this torch computes no function with MKL's VML (or ships no ATen headers)")
+    listed = set(re.findall(r"^IMPLEMENT_VML_MKL\((\w+),", header.read_text(), re.M))
+    assert listed == set(vml.FUNCTIONS)
+    assert all(callable(getattr(torch, name)) for name in vml.FUNCTIONS)

@@ -13,6 +13,7 @@ import pytest
 
 import rehearse
 from standin_hub import build, start
+from workflow_runs import explain_differences
 from wqk.catalogue import load_catalogue
 from wqk.ids import is_commit
 
@@ -145,7 +146,7 @@ def test_the_release_carries_the_sweep_apart(rehearsal):
 def test_two_rehearsals_from_scratch_are_byte_identical(rehearsal):
     first, second = (r["outputs"] for r in rehearsal["runs"])
     assert len(first) >= 40
-    assert first == second
+    assert first == second, explain_differences(*rehearsal["dirs"])
 
 
 def test_the_hub_was_throttled_and_the_token_stayed_off_the_cdn(rehearsal):

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from workflow_runs import result_hashes
+from workflow_runs import explain_differences, result_hashes
 from wqk.ids import slug
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -240,7 +240,7 @@ def test_test_workflow_same_bytes_on_slurm(slurm, test_run, tmp_path):
     for part in ("scores/", "aggregate/", "tables/", "training/", "validation/"):
         assert any(k.startswith(f"results/{part}") for k in expected), (part, sorted(expected))
     differ = sorted(k for k in expected.keys() | got.keys() if expected.get(k) != got.get(k))
-    assert not differ, f"results differ between the local and the SLURM run: {differ}"
+    assert not differ, explain_differences(test_run.wd, workdir)
     # the scores went to SLURM in batches: one submission for each batch of them
     n_scores = len(list((workdir / "results/scores").glob("*.parquet")))
     batches = re.findall(rf"submitted with SLURM jobid \d+ \(log: .*/slurm_logs/{batch_log_folder()}/", output)

@@ -22,3 +22,20 @@ def test_tests_sharing_a_module_fixture_are_one_xdist_group(shared, request):
 
 def test_a_test_with_function_fixtures_only_is_in_no_group(tmp_path, request):
     assert request.node.get_closest_marker("xdist_group") is None
+
+
+def test_a_failed_byte_identity_names_the_files_and_the_values_that_differ(tmp_path):
+    import pandas as pd
+
+    from workflow_runs import explain_differences
+
+    table = pd.DataFrame({"model": ["a", "a"], "scope": ["head", "head"], "layer": [0, 0], "head": [0.0, 1.0],
+                          "E_r": [0.5, 0.25], "symmetry": [0.1, 0.2]})  # fmt: skip
+    for run, e_r in (("one", 0.25), ("two", 0.25 + 2**-20)):
+        (tmp_path / run / "results" / "scores").mkdir(parents=True)
+        (tmp_path / run / "results" / "same.txt").write_text("x")
+        table.assign(E_r=[0.5, e_r]).to_parquet(tmp_path / run / "results" / "scores" / "a.parquet")
+    text = explain_differences(tmp_path / "one", tmp_path / "two")
+    assert text.startswith("1 file(s) under results/ differ: ['results/scores/a.parquet']")
+    assert "E_r differs in 1 row(s), by up to 3.8e-06 relative" in text
+    assert "'head': 1.0" in text and "symmetry" not in text

@@ -30,6 +30,7 @@ from workflow_runs import (
     TIMEOUT,
     digests,
     environment,
+    explain_differences,
     job_counts,
     planned_jobs,
     snakemake,
@@ -392,7 +393,7 @@ def test_a_run_from_scratch_as_a_deployed_module_is_byte_identical(test_run, tmp
     # (nothing of the workflow copied into the project)
     first_digests, second_digests = test_run.digests, digests(second)
     assert len(first_digests) >= 9 * 2 + 2 * 3
-    assert first_digests == second_digests
+    assert first_digests == second_digests, explain_differences(test_run.wd, second)
 
 
 def test_default_profile_applies_and_a_killed_run_resumes(tmp_path):

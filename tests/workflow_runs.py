@@ -89,3 +89,31 @@ class Run:
     digests: dict[str, str]
     results: dict[str, str]
     stderr: str
+
+
+def explain_differences(first: Path, second: Path, limit: int = 12) -> str:
+    """Which files under results/ of two runs differ, and for a table of scores which of its
+    values (column, the row's model, scope, layer and head, how far apart): the message of a
+    failed byte-identity check, so that a difference names the step and the values it starts at."""
+    import numpy as np
+    import pandas as pd
+
+    a, b = result_hashes(first), result_hashes(second)
+    differ = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+    lines = [f"{len(differ)} file(s) under results/ differ: {differ[:limit]}"]
+    for name in [k for k in differ if k.endswith(".parquet") and k in a and k in b][:limit]:
+        x, y = pd.read_parquet(first / name), pd.read_parquet(second / name)
+        if list(x.columns) != list(y.columns) or len(x) != len(y):
+            lines.append(f"{name}: shapes {x.shape} and {y.shape}")
+            continue
+        keys = [c for c in ("model", "scope", "layer", "head", "step") if c in x]
+        for c in x.columns:
+            if x[c].dtype.kind != "f":
+                continue
+            u, v = x[c].to_numpy(), y[c].to_numpy()
+            off = np.flatnonzero(~((u == v) | (np.isnan(u) & np.isnan(v))))
+            if off.size:
+                rel = np.abs(u[off] - v[off]) / np.maximum(np.abs(u[off]), 1e-30)
+                where = x.iloc[off[:3]][keys].to_dict("records")
+                lines.append(f"{name}: {c} differs in {off.size} row(s), by up to {rel.max():.1e} relative, e.g. {where}")
+    return "\n".join(lines)

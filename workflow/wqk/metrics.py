@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import vml
 from .blocks import AttentionBlock
 from .contracts import SCORE_FIELDS as FIELDS
 from .contracts import resolve_device
@@ -55,12 +56,13 @@ QUAD_CHUNK_ELEMENTS = 1 << 19
 NORMS_SUM_TOLERANCE = 4e-6
 # A fault can also stay within that gap: E_r of 13 heads of a first layer off by up to 4e-3 of
 # it in one of two rehearsals, E_c and the sums unchanged (issue 29). So the forms are computed
-# until two results in a row agree bit for bit, at most this many times; and since the same fault came
-# back with that check in place (CI, MobileLLM again), from the key Gram repeated once for every
-# computation, each computation now repeats it itself (`repeated`).
+# until two results in a row agree bit for bit, at most this many times, each with its own
+# repeated key Gram (`repeated`). That fault turned out to be after the norms, in their square
+# roots (MKL's VML set up from two threads at once: wqk.vml); these checks stay as a guard.
 NORM_ATTEMPTS = 4
 
 log = logging.getLogger(__name__)
+vml.prime()  # before any score: MKL's vector functions set up from one thread (wqk.vml)
 
 
 def _excess(norms: torch.Tensor, n_std: float) -> torch.Tensor:

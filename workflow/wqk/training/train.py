@@ -31,6 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import vml
 from ..contracts import resolve_device
 from ..errors import WqkError
 from ..progress import bar as progress_bar
@@ -184,6 +185,7 @@ def _set_up_torch(cfg: TrainConfig) -> tuple[str, bool]:
     torch.use_deterministic_algorithms(True)
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
+    vml.prime()  # MKL's vector functions set up from one thread, before the first parallel one
     if device == "cuda":
         torch.backends.cudnn.benchmark = False
         torch.backends.cuda.matmul.allow_tf32 = False
