@@ -6,7 +6,8 @@
 The commands come from the run's Snakemake logs, or from the given files (the output of
 `snakemake -n -p --forcerun RULE ...`, for a run made without -p).
 
-Tables (Parquet or CSV) become gzipped CSVs (the figures draw the same bytes from them);
+Tables (Parquet or CSV) become gzipped CSVs (the figures draw the same bytes from them), a
+table with a list column (the heads' sv2) Parquet;
 a matrices file keeps only the layer and the top-left block that wqk_heatmaps shows (the
 same block, so the same figure); an input that is a file of this repository (the paper's
 training curves) is named by its path here, not copied. The commands go to figures.txt,
@@ -69,8 +70,17 @@ def small_matrices(src: Path, dest: Path, stack: str, layer: int, size: int) -> 
     pq.write_table(pa.Table.from_pylist(kept, schema=table.schema), dest, compression="zstd")
 
 
+def has_lists(src: Path) -> bool:
+    """Whether a table has a list column (qk_spectra's sv2), which a CSV cannot hold."""
+    return src.suffix == ".parquet" and any(pa.types.is_list(t) for t in pq.read_schema(src).types)
+
+
 def small_table(src: Path, dest: Path) -> None:
+    """The table as a gzipped CSV, or (one with a list column) as Parquet."""
     df = pd.read_parquet(src) if src.suffix == ".parquet" else pd.read_csv(src)
+    if dest.suffix == ".parquet":
+        df.to_parquet(dest, index=False, compression="zstd")
+        return
     df.to_csv(dest, index=False, compression={"method": "gzip", "mtime": 0})
 
 
@@ -100,7 +110,8 @@ def snapshot(run: Path, dest: Path, logs: list[Path] | None = None) -> list[str]
                 small_matrices(src, dest / small, stack, int(params.get("layer", 1)), int(params.get("size", 50)))
                 out.append(f"{key}={small}")
             else:
-                small = f"{Path(path).parent.name}-{Path(path).stem}.csv.gz"  # aggregate-, training-layers
+                kind = "parquet" if has_lists(src) else "csv.gz"
+                small = f"{Path(path).parent.name}-{Path(path).stem}.{kind}"  # aggregate-, training-layers
                 small_table(src, dest / small)
                 out.append(f"{key}={small}")
         lines.append(shlex.join(out))

@@ -300,3 +300,28 @@ def test_the_quickstart_training_figures_pass_the_check(tmp_path):
         name = "_".join([argv[1], *(a.split("=")[1] for a in argv if a.startswith("dataset="))])
         assert wqk_main([*argv, "--out", str(tmp_path / "figures" / f"{name}.pdf")]) == 0, argv
     assert len(list((tmp_path / "figures").glob("*.png"))) == 1 + 2 * len(datasets)
+
+
+def test_the_spectra_panel_reads_each_heads_sv2_as_a_cumulative_share():
+    """qk_spectra_signatures' fourth panel: a flat spectrum is the diagonal, a rank-one head is
+    all its energy at once; heads without a list (or with none of it) are left out; the
+    figure with it passes the layout check."""
+    module = import_module("wqk.figures.qk_spectra_signatures")
+    grid = module.GRID
+    flat, rank_one = module.cumulative_shares([np.ones(8), np.array([4.0, 0, 0, 0]), None, np.zeros(3)])
+    np.testing.assert_allclose(flat, grid)
+    np.testing.assert_allclose(rank_one, np.minimum(1.0, 4 * grid))
+    rng = np.random.default_rng(0)
+    heads = pd.DataFrame({
+        "stack": ["encoder"] * 6 + ["decoder"] * 6, "objective": ["bidirectional"] * 6 + ["autoregressive"] * 6,
+        "synthetic": False, "sv2": [np.sort(rng.exponential(size=16))[::-1] for _ in range(12)],
+    })  # fmt: skip
+    models = pd.read_csv(RUNS / "quickstart" / "aggregate-models.csv.gz")
+    fig = module.draw({"models": models, "heads": heads})
+    panel = fig.axes[len(module.METRICS)]
+    assert panel.get_title() == "spectrum of sigma^2 (sv2)"
+    assert {line.get_label() for line in panel.get_lines()} >= {
+        figures.label("bidirectional"),
+        figures.label("autoregressive"),
+    }
+    assert _layout.check(fig, "qk_spectra_signatures") == []

@@ -17,7 +17,7 @@ from wqk.adapters import open_source
 from wqk.bilinear_forms import bilinear_columns
 from wqk.fingerprint import fingerprint_columns
 from wqk.head_forms import HeadForms
-from wqk.metric_catalogue import BILINEAR_FORMS_COLUMNS, FINGERPRINT_COLUMNS, QK_SPECTRA_COLUMNS
+from wqk.metric_catalogue import BILINEAR_FORMS_COLUMNS, FINGERPRINT_COLUMNS, LIST_COLUMNS, QK_SPECTRA_COLUMNS
 from wqk.qk_spectra import qk_spectra_columns, squared_singular_values
 from wqk.rotary import pair_rows
 from wqk.tiny import build_tiny
@@ -128,7 +128,7 @@ def oracle_qk_spectra(m, k) -> dict:
     sd = x.std(ddof=1)
     z = (x - x.mean()) / sd
     return {
-        "sv2_min": x.min(), "sv2_max": x.max(), "sv2_mean": x.mean(), "sv2_std": sd,
+        "sv2": x, "sv2_min": x.min(), "sv2_max": x.max(), "sv2_mean": x.mean(), "sv2_std": sd,
         "sv2_skew": (z**3).mean(), "sv2_kurtosis": (z**4).mean() - 3,
     }  # fmt: skip
 
@@ -186,7 +186,8 @@ def _forms(q: np.ndarray, k: np.ndarray) -> HeadForms:
 
 def _all(q, k) -> dict:
     f = _forms(q, k)
-    return {c: float(v[0]) for c, v in (fingerprint_columns(f) | bilinear_columns(f) | qk_spectra_columns(f)).items()}
+    columns = fingerprint_columns(f) | bilinear_columns(f) | qk_spectra_columns(f)
+    return {c: v[0].tolist() if c in LIST_COLUMNS else float(v[0]) for c, v in columns.items()}
 
 
 def _frame(d=6, k=2, seed=0):
@@ -201,6 +202,7 @@ def test_a_symmetric_form():
     assert got["symmetric_energy"] == pytest.approx(1) and got["profile_a"] == pytest.approx(0, abs=1e-12)
     assert got["prin_angle_max"] == pytest.approx(0, abs=1e-5) and got["trace_ratio"] == pytest.approx(10 / np.sqrt(82))
     assert got["sv2_max"] == pytest.approx(81) and got["sv2_min"] == pytest.approx(1)
+    assert got["sv2"] == pytest.approx([81, 1])  # the list, descending (qk-spectral-analysis:eigen_values)
 
 
 def test_an_antisymmetric_form_has_purely_imaginary_eigenvalues():

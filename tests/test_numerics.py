@@ -15,7 +15,7 @@ from wqk.metrics import score_block, score_dense, score_factors
 ABSOLUTE = ("fro_norm", "E_r", "E_c")
 # the follow-up families' columns in the weights' own units: M's eigenvalues scale as M, sigma^2 as M^2
 SQUARED_SCALE = ("spectral_radius_raw",)
-QUARTIC_SCALE = ("sv2_min", "sv2_max", "sv2_mean", "sv2_std")
+QUARTIC_SCALE = ("sv2", "sv2_min", "sv2_max", "sv2_mean", "sv2_std")
 UNBOUNDED = ("cond_eig", "prin_angle_mean", "prin_angle_max", "participation_ratio", "sv2_kurtosis")
 
 

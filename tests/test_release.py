@@ -56,6 +56,19 @@ def test_column_dictionary_says_which_m_and_the_signs():
     assert "head's M_h" in columns.describe("directionality", "sweep_heads")
     assert "layer's M = Q K^T" in columns.describe("symmetry", "sweep_layers")
     assert "training step" in columns.describe("step", "sweep_models")
+    # the follow-up papers' columns, with their definitions (wqk.metric_docs)
+    assert "over M's eigenvalues" in columns.describe("head_D_head_median", "models")
+    assert "a list per head" in columns.describe("sv2", "heads")
+
+
+def test_a_list_column_is_a_repeated_field_of_its_items_type():
+    from wqk.release.card import Table
+    from wqk.release.croissant import _record_set
+
+    table = Table("heads", "data/heads.parquet", (("sv2", "list<element: double>"), ("D_head", "double")), 3)
+    sv2, d_head = _record_set(table)["field"]
+    assert (sv2["dataType"], sv2["repeated"]) == ("sc:Float", True)
+    assert d_head["dataType"] == "sc:Float" and "repeated" not in d_head
 
 
 def test_a_release_with_sweeps_takes_their_aggregate_and_their_catalogue_together(tmp_path):

@@ -115,5 +115,7 @@ def explain_differences(first: Path, second: Path, limit: int = 12) -> str:
             if off.size:
                 rel = np.abs(u[off] - v[off]) / np.maximum(np.abs(u[off]), 1e-30)
                 where = x.iloc[off[:3]][keys].to_dict("records")
-                lines.append(f"{name}: {c} differs in {off.size} row(s), by up to {rel.max():.1e} relative, e.g. {where}")
+                lines.append(
+                    f"{name}: {c} differs in {off.size} row(s), by up to {rel.max():.1e} relative, e.g. {where}"
+                )
     return "\n".join(lines)

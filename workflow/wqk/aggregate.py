@@ -31,7 +31,7 @@ from .catalogue import CatalogueError, check_catalogue, read_catalogue
 from .contracts import CROSS, METRICS, NULL_SUFFIX, SCORES_SCHEMA, quartiles, stack_rank
 from .errors import WqkError
 from .ids import slug as make_slug
-from .metric_catalogue import FOLLOW_UP_COLUMNS, order_columns
+from .metric_catalogue import FOLLOW_UP_COLUMNS, LIST_COLUMNS, order_columns
 from .sweeps import SWEEP_COLUMNS
 
 __all__ = [
@@ -182,6 +182,8 @@ def _long_table(ann: pd.DataFrame, scope: str, keys: list[str]) -> pd.DataFrame:
     n = rows["n_layers"].astype(int)
     rows["relative_depth"] = np.where(n > 1, rows["layer"].astype(float) / (n - 1).clip(lower=1), 0.0)
     cols = [*keys, "n_layers", "relative_depth", "symmetry", "directionality", *_META, *extra_metrics(ann)]
+    if scope == "head":  # a list per head (qk_spectra's sigma^2); the layer rows have none
+        cols += [c for c in order_columns(LIST_COLUMNS) if c in rows]
     rows = rows[["model", "slug", *cols[1:]]].astype({k: "int32" for k in (*keys[2:], "n_layers")})
     return _sort(rows, keys)
 

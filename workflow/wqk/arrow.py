@@ -14,8 +14,8 @@ _NUMPY = {pa.int32(): np.int32, pa.int64(): np.int64, pa.float64(): np.float64}
 
 
 def column(values, typ: pa.DataType) -> pa.Array:
-    """An Arrow array of `typ` (string, bool, int32, int64, float64) from Python values
-    (None for null)."""
+    """An Arrow array of `typ` (string, bool, int32, int64, float64, list of float64) from
+    Python values (None for null)."""
     values = list(values)
     n = len(values)
     valid = np.array([v is not None for v in values], dtype=bool)
@@ -25,6 +25,13 @@ def column(values, typ: pa.DataType) -> pa.Array:
         offsets = np.zeros(n + 1, dtype=np.int32)
         np.cumsum([len(b) for b in data], out=offsets[1:])
         return pa.Array.from_buffers(typ, n, [nulls, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
+    if typ == pa.list_(pa.float64()):
+        lengths = [len(v) if v is not None else 0 for v in values]
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        flat = np.array([x for v in values if v is not None for x in v], dtype=np.float64)
+        child = pa.Array.from_buffers(pa.float64(), len(flat), [None, pa.py_buffer(flat)])
+        return pa.Array.from_buffers(typ, n, [nulls, pa.py_buffer(offsets)], children=[child])
     if typ == pa.bool_():
         bits = np.packbits(np.array([bool(v) for v in values], dtype=bool), bitorder="little")
         return pa.Array.from_buffers(typ, n, [nulls, pa.py_buffer(bits)])

@@ -39,7 +39,9 @@ BILINEAR_FORMS_COLUMNS = (
     "symmetric_energy", "profile_a", "profile_b", "profile_c", "profile_d", "pairing", "rho", "pairing_bound", "lobe_departure",
     "trace_ratio", "participation_ratio", "leading_share", "head_type",
 )  # fmt: skip
-QK_SPECTRA_COLUMNS = ("sv2_min", "sv2_max", "sv2_mean", "sv2_std", "sv2_skew", "sv2_kurtosis")
+QK_SPECTRA_COLUMNS = ("sv2", "sv2_min", "sv2_max", "sv2_mean", "sv2_std", "sv2_skew", "sv2_kurtosis")
+# columns that hold a list of floats per row (list<double> in Parquet; null in rows without it), not one float
+LIST_COLUMNS = frozenset({"sv2"})
 FINGERPRINT_NULL_COLUMNS = tuple(
     f"{m}_{x}" for m in ("dir_frac", "D_head", "imag_mass", "henrici") for x in ("null_mean", "null_std", "z")
 )

@@ -138,6 +138,11 @@ COLUMNS: dict[str, Column] = {
         reproduces=(f"{BILINEAR}:type",),
     ),  # fmt: skip
     # qk-spectral-analysis
+    "sv2": Column(
+        "the d_head squared singular values of M (W_Q^T W_K), descending, in the weights' scale: a list per head",
+        True,
+        reproduces=(f"{QK_SPECTRA}:eigen_values",),
+    ),
     "sv2_min": Column(
         "min of the d_head squared singular values of M (W_Q^T W_K)",
         True,

@@ -104,4 +104,4 @@ def _masked(columns: dict[str, np.ndarray], bad: torch.Tensor) -> dict[str, np.n
     if not bad.any():
         return columns
     mask = bad.cpu().numpy()
-    return {c: np.where(mask, np.nan, v) for c, v in columns.items()}
+    return {c: np.where(mask.reshape(-1, *[1] * (np.ndim(v) - 1)), np.nan, v) for c, v in columns.items()}

@@ -36,6 +36,7 @@ def qk_spectra_columns(forms: HeadForms) -> dict[str, np.ndarray]:
     z = (x - mean[:, None]) / std.clamp_min(1e-300)[:, None]
     flat = std == 0
     return {
+        "sv2": x.numpy(),  # [B, k]: a list per head
         "sv2_min": x.amin(-1).numpy(),
         "sv2_max": x.amax(-1).numpy(),
         "sv2_mean": mean.numpy(),

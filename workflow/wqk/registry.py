@@ -189,7 +189,7 @@ PRODUCTS = (
     ),
     Product(
         "figure", "qk_spectra_signatures", BEYOND, "squared singular value spectra (qk-spectral-analysis)",
-        inputs={"models": MODELS}, made=_computes("qk_spectra"),
+        inputs={"models": MODELS, "heads": "results/aggregate/heads.parquet"}, made=_computes("qk_spectra"),
     ),
     Product(
         "figure", "quantisation_changes", BEYOND, "what quantisation does",

@@ -22,7 +22,7 @@ from .arrow import column
 from .atomic import atomic_path
 from .blocks import AttentionBlock
 from .contracts import SCORES_SCHEMA, ModelInfo, stack_rank
-from .metric_catalogue import PAPER, order_columns, select
+from .metric_catalogue import LIST_COLUMNS, PAPER, order_columns, select
 from .metric_registry import measure_block, measure_with_authors
 from .progress import bar
 
@@ -35,6 +35,7 @@ METHOD_KEY = b"wqk.method"  # schema metadata of a table not scored by the exact
 # after the contract's columns where some block's factors were stored quantised (a GGUF):
 # what they were stored as, "Q5_0" or "q Q4_K, k Q6_K"; null in a row stored as floats
 STORAGE = "storage"
+LIST = pa.list_(pa.float64())
 
 
 def _rows(info: ModelInfo, block: AttentionBlock, scores: dict, heads: list) -> list[dict]:
@@ -57,9 +58,14 @@ def _rows(info: ModelInfo, block: AttentionBlock, scores: dict, heads: list) -> 
         base[STORAGE] = block.storage
     columns = [c for c in scores if c != "reason"]
     return [
-        {**base, "head": h, **{c: float(scores[c][i]) for c in columns}, "reason": scores["reason"][i]}
+        {**base, "head": h, **{c: _value(c, scores[c][i]) for c in columns}, "reason": scores["reason"][i]}
         for i, h in enumerate(heads)
     ]
+
+
+def _value(column: str, value):
+    """A row's value of a metric column: a float, or a list of floats (LIST_COLUMNS)."""
+    return [float(v) for v in value] if column in LIST_COLUMNS else float(value)
 
 
 def score_table(
@@ -145,18 +151,18 @@ def to_table(rows: list[dict]) -> pa.Table:
     schema = scores_schema({c for r in rows for c in r})
     columns = {c: [r.get(c) for r in rows] for c in schema.names if c != "n_layers"}
     for c in schema.names[len(COLUMNS) :]:  # a metric a block has not: NaN, as in the contract's
-        if c != STORAGE:
+        if c not in {STORAGE, *LIST_COLUMNS}:  # (a list column's: null)
             columns[c] = [np.nan if v is None else v for v in columns[c]]
     columns["n_layers"] = [len(layers[s]) for s in columns["stack"]]
     return _table(columns, schema)
 
 
 def scores_schema(columns) -> pa.Schema:
-    """The contract's columns, then the metric columns among `columns` (float64), in the
-    catalogue's order (wqk.metric_catalogue.order_columns)."""
+    """The contract's columns, then the metric columns among `columns` (float64; a list of
+    float64 for LIST_COLUMNS), in the catalogue's order (wqk.metric_catalogue.order_columns)."""
     extra = order_columns([c for c in columns if c not in {*COLUMNS, STORAGE}])
     storage = [(STORAGE, pa.string())] if STORAGE in columns else []
-    return pa.schema([*SCHEMA, *storage, *[(c, pa.float64()) for c in extra]])
+    return pa.schema([*SCHEMA, *storage, *[(c, LIST if c in LIST_COLUMNS else pa.float64()) for c in extra]])
 
 
 def _table(columns: dict[str, list], schema: pa.Schema = SCHEMA) -> pa.Table:
@@ -175,6 +181,9 @@ def _from_frame(df: pd.DataFrame) -> pa.Table:
             columns[f.name] = [None] * len(df)
             continue
         values = df[f.name].tolist()
+        if f.type == LIST:
+            columns[f.name] = [None if v is None else [float(x) for x in v] for v in values]
+            continue
         columns[f.name] = values if f.type == pa.float64() else [None if pd.isna(v) else v for v in values]
     return _table(columns, schema)
 

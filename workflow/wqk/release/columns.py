@@ -83,8 +83,12 @@ ROTARY = re.compile(r"rotary_symmetry_d(\d+)$")
 
 
 def metric(name: str) -> str | None:
+    from ..metric_docs import COLUMNS
+
     if name in SCORES:
         return SCORES[name]
+    if name in COLUMNS:  # the follow-up papers' columns: their definitions in wqk.metric_docs
+        return COLUMNS[name].definition
     if m := ROTARY.fullmatch(name):
         d = int(m.group(1))
         return (
