@@ -25,11 +25,11 @@ def column(values, typ: pa.DataType) -> pa.Array:
         offsets = np.zeros(n + 1, dtype=np.int32)
         np.cumsum([len(b) for b in data], out=offsets[1:])
         return pa.Array.from_buffers(typ, n, [nulls, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
-    if typ == pa.list_(pa.float64()):
-        lengths = [len(v) if v is not None else 0 for v in values]
+    if typ == pa.list_(pa.float64()):  # each value a sequence of floats (a numpy row too)
+        items = [np.asarray(v, dtype=np.float64).ravel() for v in values if v is not None]
         offsets = np.zeros(n + 1, dtype=np.int32)
-        np.cumsum(lengths, out=offsets[1:])
-        flat = np.array([x for v in values if v is not None for x in v], dtype=np.float64)
+        np.cumsum([len(v) if v is not None else 0 for v in values], out=offsets[1:])
+        flat = np.concatenate(items) if items else np.zeros(0)
         child = pa.Array.from_buffers(pa.float64(), len(flat), [None, pa.py_buffer(flat)])
         return pa.Array.from_buffers(typ, n, [nulls, pa.py_buffer(offsets)], children=[child])
     if typ == pa.bool_():

@@ -64,8 +64,8 @@ def _rows(info: ModelInfo, block: AttentionBlock, scores: dict, heads: list) -> 
 
 
 def _value(column: str, value):
-    """A row's value of a metric column: a float, or a list of floats (LIST_COLUMNS)."""
-    return [float(v) for v in value] if column in LIST_COLUMNS else float(value)
+    """A row's value of a metric column: a float, or its row of floats (LIST_COLUMNS)."""
+    return value if column in LIST_COLUMNS else float(value)
 
 
 def score_table(
@@ -181,10 +181,8 @@ def _from_frame(df: pd.DataFrame) -> pa.Table:
             columns[f.name] = [None] * len(df)
             continue
         values = df[f.name].tolist()
-        if f.type == LIST:
-            columns[f.name] = [None if v is None else [float(x) for x in v] for v in values]
-            continue
-        columns[f.name] = values if f.type == pa.float64() else [None if pd.isna(v) else v for v in values]
+        plain = f.type in (pa.float64(), LIST)  # (a list cell is None or an array, never NaN)
+        columns[f.name] = values if plain else [None if pd.isna(v) else v for v in values]
     return _table(columns, schema)
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from ..metric_docs import COLUMNS
+
 M = "M = Q K^T (d x d) of the query and key projections, biases and the 1/sqrt(k) scale left out"
 SCORES = {
     "symmetry": (
@@ -83,8 +85,6 @@ ROTARY = re.compile(r"rotary_symmetry_d(\d+)$")
 
 
 def metric(name: str) -> str | None:
-    from ..metric_docs import COLUMNS
-
     if name in SCORES:
         return SCORES[name]
     if name in COLUMNS:  # the follow-up papers' columns: their definitions in wqk.metric_docs

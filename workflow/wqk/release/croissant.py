@@ -54,9 +54,13 @@ CONTEXT = {
 ENCODINGS = {".parquet": "application/x-parquet", ".csv": "text/csv"}
 
 
+def _is_list(arrow_type: str) -> bool:
+    return arrow_type.startswith(("list<", "large_list<"))
+
+
 def data_type(arrow_type: str) -> str:
     """The Croissant type of an Arrow type's values (a list's: of its items)."""
-    if arrow_type.startswith(("list<", "large_list<")):
+    if _is_list(arrow_type):
         arrow_type = arrow_type.split(":", 1)[1].strip(" >")
     if arrow_type in ("bool", "boolean"):
         return "sc:Boolean"
@@ -76,7 +80,7 @@ def _record_set(table: Table) -> dict:
             "description": describe(column, table.name) or column,
             "dataType": data_type(kind),
             "source": {"fileObject": {"@id": table.path}, "extract": {"column": column}},
-            **({"repeated": True} if kind.startswith(("list<", "large_list<")) else {}),
+            **({"repeated": True} if _is_list(kind) else {}),
         }
         for column, kind in table.columns
     ]
