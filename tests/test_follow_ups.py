@@ -478,3 +478,18 @@ def test_a_symmetric_head_is_far_below_its_null():
     heads, _ = measure_block(AttentionBlock("encoder", 0, q, q), select("fingerprint_null"), dtype=torch.float64)
     assert heads["dir_frac"][0] == pytest.approx(0, abs=1e-7)
     assert 0.6 < heads["dir_frac_null_mean"][0] < 0.75 and heads["dir_frac_z"][0] < -5
+
+
+def test_principal_angles_whiten_by_cholesky_and_cut_a_near_singular_gram():
+    """A well-conditioned head's angles (Cholesky whitening) are scipy's; a query direction
+    1e-6 the size of the others (its Gram eigenvalue 1e-12 of the largest, below the 1e-10 cut)
+    is outside span Q: its angles are those of the other directions'."""
+    rng = np.random.default_rng(8)
+    q, k = rng.standard_normal((20, 5)), rng.standard_normal((20, 5))
+    want = np.cos(np.sort(scipy.linalg.subspace_angles(q, k)))
+    np.testing.assert_allclose(_forms(q, k).cosines()[0], want, rtol=1e-10, atol=1e-12)
+    q[:, 2] *= 1e-6
+    got = _forms(q, k).cosines()[0]
+    want = np.cos(np.sort(scipy.linalg.subspace_angles(np.delete(q, 2, axis=1), k)))
+    assert len(got) == 4
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -30,9 +30,9 @@ import numpy as np
 import torch
 
 from .blocks import AttentionBlock
-from .head_forms import HeadForms, memo
+from .head_forms import EIGVALSH, HeadForms, memo
 from .metric_catalogue import FINGERPRINT_COLUMNS, Context, register
-from .metrics import block_factors
+from .metrics import Factors, head_cross, repeated, sym_gram
 from .rotary import pair_rows
 
 COLUMNS = FINGERPRINT_COLUMNS
@@ -42,24 +42,28 @@ SYM_CUT = 1e-9  # |eigenvalue| of the symmetric part below this times the larges
 RANK_CUT = 1e-9
 
 
-def folded_block(b: AttentionBlock, dtype: torch.dtype) -> AttentionBlock:
-    """The block of C diag(g) Q, C diag(g) K (C only for a LayerNorm); the block itself where it has no gain."""
-    if b.q_gain is None or b.k_gain is None:
-        return b
-    q = b.q.to(dtype) * b.q_gain.to(dtype)[None, :, None]
-    k = b.k.to(dtype) * b.k_gain.to(dtype)[None, :, None]
-    if b.norm_centred:
-        q, k = q - q.mean(1, keepdim=True), k - k.mean(1, keepdim=True)
-    return AttentionBlock(b.stack, b.layer, q, k, rope=b.rope)
-
-
 def folded_forms(ctx: Context) -> HeadForms:
-    """The forms of the fingerprint's input, from float64 factors (their rank cut, 1e-9 of the
-    largest singular value, needs them: float32 Grams resolve singular values to about 3e-4)."""
-    block = folded_block(ctx.block, torch.float64)
-    return memo(
-        ctx.factors, "fingerprint", lambda: HeadForms.of(block_factors(block, ctx.factors.qt.device, torch.float64))
-    )
+    """The forms of the fingerprint's input, in float64 (their rank cut, 1e-9 of the largest
+    singular value, needs it: float32 Grams resolve singular values to about 3e-4), built once per block."""
+    return memo(ctx.factors, "fingerprint", lambda: folded(ctx.block, ctx.factors))
+
+
+def folded(block: AttentionBlock, f: Factors) -> HeadForms:
+    """The HeadForms of C diag(g) Q, C diag(g) K (C only for a LayerNorm; raw Q, K without a gain) from
+    the scorer's float32 factors Q 2^-e: in float64, times the gain, they are exact (24-bit by 24-bit
+    products), so the forms keep the exponents e; a gain's non-finite entries count as 0."""
+    qt, kt = f.qt.double(), f.kt.double()
+    if block.q_gain is not None and block.k_gain is not None:
+        qt, kt = qt.mul_(_finite(block.q_gain, qt)), kt.mul_(_finite(block.k_gain, kt))
+        if block.norm_centred:
+            qt, kt = qt.sub_(qt.mean(-1, keepdim=True)), kt.sub_(kt.mean(-1, keepdim=True))
+    gram_k = repeated(sym_gram(kt), f.group)
+    return HeadForms(sym_gram(qt), gram_k, head_cross(qt, kt), f.head_exponents().astype(np.int64), group=f.group)
+
+
+def _finite(gain: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    g = gain.to(device=like.device, dtype=like.dtype)
+    return torch.where(torch.isfinite(g), g, 0.0)
 
 
 def basic(fro2: torch.Tensor, trace_sq: torch.Tensor, lam: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -117,7 +121,7 @@ def cond_eig(forms: HeadForms) -> torch.Tensor:
         g = yr.mH @ forms.gram_q[heads].to(yr.dtype) @ yr
         norm = g.diagonal(dim1=-2, dim2=-1).real.clamp_min(0).sqrt()
         g = g / (norm[..., :, None] * norm[..., None, :]).clamp_min(torch.finfo(torch.float64).tiny)
-        w = torch.linalg.eigvalsh(g).clamp_min(0)
+        w = EIGVALSH(g).clamp_min(0)
         out[heads] = torch.where(w[..., 0] > 0, w[..., -1].sqrt() / w[..., 0].sqrt(), torch.inf)
     return out
 

@@ -445,7 +445,7 @@ def _score_layer(f: Factors, n_std) -> dict:
     return _scale_back(out, lf.exponent)
 
 
-def _head_cross(qt: torch.Tensor, kt: torch.Tensor) -> torch.Tensor | None:
+def head_cross(qt: torch.Tensor, kt: torch.Tensor) -> torch.Tensor | None:
     """C_h = K_kv(h)^T Q_h [H, k, k], all query heads of a key head in one product."""
     (n_heads, k, d_q), (h_kv, _, d_k) = qt.shape, kt.shape
     if d_q != d_k:
@@ -478,7 +478,7 @@ def block_factors(block: AttentionBlock, device: torch.device, dtype: torch.dtyp
         if bad.any():
             qt, kt = _finite(qt), _finite(kt)
             gram_q, gram_k = sym_gram(qt), sym_gram(kt)
-    return Factors(qt, kt, gram_q, gram_k, _head_cross(qt, kt), group, bad, q_exp, k_exp)
+    return Factors(qt, kt, gram_q, gram_k, head_cross(qt, kt), group, bad, q_exp, k_exp)
 
 
 def regrouped(f: Factors, order: tuple[int, ...]) -> Factors | None:
@@ -491,7 +491,7 @@ def regrouped(f: Factors, order: tuple[int, ...]) -> Factors | None:
         return None
     qt = f.qt[torch.tensor(order, device=f.qt.device)]
     return Factors(
-        qt, f.kt, sym_gram(qt), f.gram_k, _head_cross(qt, f.kt), f.group, f.bad, f.q_exp[list(order)], f.k_exp
+        qt, f.kt, sym_gram(qt), f.gram_k, head_cross(qt, f.kt), f.group, f.bad, f.q_exp[list(order)], f.k_exp
     )
 
 
