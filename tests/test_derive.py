@@ -254,3 +254,25 @@ def test_records_list_and_coverage_say_hand_derived_or_refused_and_why(tmp_path,
     from wqk.derive.store import cached
 
     assert cached("gpt_oss").facts["extra_logits"] == 1  # its sinks: one logit per head beside the keys
+
+
+def test_a_config_its_validators_refuse_is_repaired_on_the_fields_they_name():
+    """A shrunk config a class refuses gets the fields its refusal names moved: restored (CSM's
+    codebook must be a power of two), an image enlarged only as far as its validator needs
+    (LW-DETR: a multiple of its windows, not its own 1024), a count the shrinking left alone
+    set from a ladder (Hiera: fewer query-pool stages than its 2 layers); the rest stays shrunk."""
+    from wqk.derive.shrink import WIDTH, tiny_config
+
+    csm = tiny_config("csm")
+    assert csm.codec_config.codebook_size == 2048 and csm.hidden_size == WIDTH
+    lw = tiny_config("lw_detr")
+    assert lw.backbone_config.image_size == 64
+    hiera = tiny_config("hiera")
+    assert hiera.image_size == [32, 32] and hiera.num_query_pool == 1 and hiera.num_query_pool < len(hiera.depths)
+
+
+def test_a_refusal_that_names_no_field_is_raised_as_it_is():
+    from wqk.derive.shrink import tiny_config
+
+    with pytest.raises(Exception, match="NoPE"):
+        tiny_config("glm5_next")

@@ -15,7 +15,7 @@ import torch
 
 from .build import input_variants
 from .heads import config_path
-from .trace import Trace, tracing
+from .trace import Trace, default_dtype, tracing
 
 MODALITY_BY_INPUT = {"pixel_values": "vision", "input_features": "audio", "input_values": "audio", "input_ids": "text"}
 
@@ -55,6 +55,9 @@ class Step:
     module: str  # "" for the root
     inputs: dict
     other: dict  # the same shapes, other tokens (or pixels, or sound)
+    # torch's default dtype for the forward: float64 for code that makes float tensors without a dtype
+    # and overflows them with float64 values (XGLM clamps its logits at torch.full((), finfo(float64).min))
+    default: torch.dtype | None = None
 
 
 def _covered(trace: Trace, tower: Tower) -> bool:
@@ -67,12 +70,15 @@ def _first_that_runs(model, module, name: str) -> tuple[Step, Trace] | Exception
     error = None
     variants, others = input_variants(module), input_variants(module, seed=1)
     for inputs, other in zip(variants, others):
-        try:
-            with tracing(model) as trace:
-                module(**inputs)
-            return Step(name, inputs, other), trace
-        except Exception as e:
-            error = error or e
+        for default in (None, torch.float64):
+            try:
+                with tracing(model) as trace, default_dtype(default):
+                    module(**inputs)
+                return Step(name, inputs, other, default), trace
+            except Exception as e:
+                error = error or e
+                if "without overflow" not in str(e):
+                    break
     return error
 
 
@@ -80,15 +86,6 @@ def _has_attention(tower: Tower) -> bool:
     from .build import has_attention_source
 
     return has_attention_source(tower.module.config.model_type)
-
-
-def _try(model, module, inputs) -> Trace | None:
-    try:
-        with tracing(model) as trace:
-            module(**inputs)
-        return trace
-    except Exception:
-        return None
 
 
 def plan(model) -> list[Step]:
@@ -119,7 +116,8 @@ def run(model, steps: list[Step], other: bool = False) -> Trace:
     modules = dict(model.named_modules())
     with tracing(model) as trace:
         for step in steps:
-            modules[step.module](**(step.other if other else step.inputs))
+            with default_dtype(step.default):
+                modules[step.module](**(step.other if other else step.inputs))
     return trace
 
 

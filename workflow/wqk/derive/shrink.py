@@ -81,6 +81,12 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = HEAD_DIM
         if v is None and TOPK_KEYS.match(k) and any(EXPERT_KEYS.match(e) for e in own):
             out[k] = 2  # DeepSeek-V2: experts, and no top-k set
+        if v is None and KV_KEYS.match(k) and first_heads:  # Nemotron: unset, and its forward divides by it
+            out[k] = first_heads  # as many key heads as query heads: what unset means
+        if v is None and k == "vocab_size":  # ESM: no vocabulary (nor padding token) by default
+            out[k] = VOCAB
+            if "pad_token_id" in own and own["pad_token_id"] is None:
+                out["pad_token_id"] = 1
         if _is_sub(v) and v.get("model_type") == "timm_backbone":  # timm is not installed: transformers' ResNet
             out[k] = dict(RESNET)
         elif _is_sub(v, k):
@@ -272,19 +278,116 @@ def _apply_hints(d: dict, hints: dict) -> None:
 def shrink(config, kv_equal: bool = False):
     """A shrunk copy of a transformers config (and of its sub-configs). A config class that
     refuses the first try because its key heads must equal its query heads gets them equal
-    (kv_equal: from the start)."""
+    (kv_equal: from the start); one whose validators refuse other fields gets them repaired
+    (`_repaired`)."""
     error = None
+    own = config.to_dict()
     for equal in (kv_equal, True):
-        d = _shrink_dict(config.to_dict(), _Counts(), equal)
+        d = _shrink_dict(own, _Counts(), equal)
         _apply_hints(d, HINTS.get(config.model_type, {}))
         d.pop("transformers_version", None)
         try:
-            return type(config).from_dict(d)
+            return _repaired(type(config), d, own)
         except Exception as e:  # the config class's own validators
             error = e
             if "key_value_heads" not in str(e) and "kv_heads" not in str(e):
                 break
     raise error
+
+
+REPAIRS = 12  # configs tried per model type, at most, after the first
+LADDER = (2, 4, 8, 16, 1)  # values tried for a count the validator names and the shrinking left alone
+BIG = 1024  # a width restored to its own value only up to this (a validator tying it to a fixed size)
+IMAGE_KEYS = re.compile(r"(image|img|input)_size$|resolution$")
+IMAGE_LADDER = (32, 64, 128)  # image sizes tried instead of restoring a large one (LW-DETR: 1024)
+
+
+def _repaired(cls, d: dict, own: dict):
+    """cls.from_dict(d), where the class's validators refuse d, after moves on the fields the
+    refusal names (a bare key, a dotted path or `quoted`): each shrunk field restored to its own
+    value (a width only up to BIG), or, for an integer the shrinking left alone, a value of
+    LADDER (bamba: "mamba_n_heads must divide mamba_expand * hidden_size"); a move is kept when
+    the class then takes the config or refuses it otherwise (a step on), greedily, at most
+    REPAIRS tries. The record derived from it is verified as any other."""
+    message = None
+    for _ in range(REPAIRS + 1):
+        try:
+            return cls.from_dict(d)
+        except Exception as e:
+            if message is not None and _shape(str(e)) == _shape(message):
+                raise
+            message = str(e)
+            error = e
+        moves = list(_moves(d, own, message))
+        for path, value in moves:
+            trial = _with(d, path, value)
+            try:
+                return cls.from_dict(trial)
+            except Exception as e:
+                if _shape(str(e)) != _shape(message):
+                    d = trial
+                    break
+        else:
+            raise error
+    raise error
+
+
+def _moves(d: dict, own: dict, message: str):
+    """(path, value) moves on the fields `message` names, restorations first."""
+    named = [(p, v) for p, v in _leaves(d) if any(_names(message, name) for name in {p, p.rsplit(".", 1)[-1]})]
+    for path, value in named:
+        old, key = _get(own, path), path.rsplit(".", 1)[-1]
+        if old is None or old == value:
+            continue
+        if IMAGE_KEYS.search(key):  # an image no larger than needed: the validator's multiple, or the old's type
+            yield from ((path, [v] * len(old) if isinstance(old, (list, tuple)) else v) for v in IMAGE_LADDER)
+        elif not (WIDTH_KEYS.match(key) and _int(old) > BIG):
+            yield path, old
+    for path, value in named:
+        if _int(value) and _get(own, path) == value:
+            yield from ((path, v) for v in LADDER if v != value)
+
+
+def _names(message: str, name: str) -> bool:
+    return re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", message) is not None
+
+
+def _shape(message: str) -> str:
+    """A refusal without its numbers: a move that only changes a number in it is no step on."""
+    return re.sub(r"\d+", "#", message)
+
+
+def _int(v) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def _leaves(d: dict, prefix: str = ""):
+    for k, v in d.items():
+        if _is_sub(v, k):
+            yield from _leaves(v, f"{prefix}{k}.")
+        else:
+            yield f"{prefix}{k}", v
+
+
+def _get(d: dict, path: str):
+    for part in path.split("."):
+        if not isinstance(d, dict) or part not in d:
+            return None
+        d = d[part]
+    return d
+
+
+def _with(d: dict, path: str, value) -> dict:
+    """A copy of d with the field at path set."""
+    import copy
+
+    out = copy.deepcopy(d)
+    node, *_ = out, None
+    *parents, last = path.split(".")
+    for part in parents:
+        node = node[part]
+    node[last] = value
+    return out
 
 
 def tiny_config(model_type: str, fields: dict | None = None, kv_equal: bool = False):

@@ -310,6 +310,18 @@ def tracing(model: torch.nn.Module):
         tracer.close()
 
 
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype | None):
+    """torch's default dtype inside the block (None: as it is)."""
+    before = torch.get_default_dtype()
+    if dtype is not None:
+        torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
 def numbered(name: str) -> tuple[str, tuple[int, ...]]:
     """A dotted name as a template with one field per number, and the numbers:
     "layers.3.attn.q.weight" -> ("layers.{i}.attn.q.weight", (3,))."""
