@@ -9,6 +9,7 @@ the one field that sets it. Per-type exceptions are in HINTS (a few keys each, w
 
 from __future__ import annotations
 
+import copy
 import re
 
 WIDTH = 96  # divisible by every head count below and by 32 (GroupNorm groups); over 64 (heads = width // 64)
@@ -379,10 +380,8 @@ def _get(d: dict, path: str):
 
 def _with(d: dict, path: str, value) -> dict:
     """A copy of d with the field at path set."""
-    import copy
-
     out = copy.deepcopy(d)
-    node, *_ = out, None
+    node = out
     *parents, last = path.split(".")
     for part in parents:
         node = node[part]
