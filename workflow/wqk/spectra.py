@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from .metric_catalogue import Context, register
-from .per_thread import per_thread
 
 COLUMNS = ("stable_rank", "effective_rank", "spectral_radius", "real_eig_share", "sym_positive_share")
 # An eigenvalue is real when |Im| <= REAL_TOL |lambda| (turns by < 0.06 degrees): numerically
@@ -58,11 +57,12 @@ def _nan_like(result):
     return torch.full_like(result, torch.nan)
 
 
-def sqrt_factor(g: torch.Tensor, failed: torch.Tensor, threaded: bool = False) -> torch.Tensor:
+def sqrt_factor(
+    g: torch.Tensor, failed: torch.Tensor, cholesky=torch.linalg.cholesky_ex, eigh=torch.linalg.eigh
+) -> torch.Tensor:
     """L with L L^T = g for symmetric positive semi-definite g [B, n, n]; failed [B] is set
-    where no decomposition converged (L NaN there). threaded: the batch split over the CPU's
-    threads (wqk.per_thread)."""
-    cholesky, eigh = (per_thread(f) if threaded else f for f in (torch.linalg.cholesky_ex, torch.linalg.eigh))
+    where no decomposition converged (L NaN there). cholesky, eigh: torch's, or as wqk.head_forms
+    splits them over the CPU's threads."""
     low, info = cholesky(g)
     singular = info != 0
     if singular.any():

@@ -296,7 +296,7 @@ def shrink(config, kv_equal: bool = False):
     raise error
 
 
-REPAIRS = 12  # configs tried per model type, at most, after the first
+REPAIRS = 12  # rounds of moves per model type, at most, after the first
 LADDER = (2, 4, 8, 16, 1)  # values tried for a count the validator names and the shrinking left alone
 BIG = 1024  # a width restored to its own value only up to this (a validator tying it to a fixed size)
 IMAGE_KEYS = re.compile(r"(image|img|input)_size$|resolution$")
@@ -308,25 +308,22 @@ def _repaired(cls, d: dict, own: dict):
     refusal names (a bare key, a dotted path or `quoted`): each shrunk field restored to its own
     value (a width only up to BIG), or, for an integer the shrinking left alone, a value of
     LADDER (bamba: "mamba_n_heads must divide mamba_expand * hidden_size"); a move is kept when
-    the class then takes the config or refuses it otherwise (a step on), greedily, at most
-    REPAIRS tries. The record derived from it is verified as any other."""
-    message = None
+    the class then takes the config or refuses it otherwise (a step on, from which the next
+    round starts), greedily, in at most REPAIRS + 1 rounds. The record derived from it is
+    verified as any other."""
+    try:
+        return cls.from_dict(d)
+    except Exception as e:
+        error = e
     for _ in range(REPAIRS + 1):
-        try:
-            return cls.from_dict(d)
-        except Exception as e:
-            if message is not None and _shape(str(e)) == _shape(message):
-                raise
-            message = str(e)
-            error = e
-        moves = list(_moves(d, own, message))
-        for path, value in moves:
+        message = str(error)
+        for path, value in _moves(d, own, message):
             trial = _with(d, path, value)
             try:
                 return cls.from_dict(trial)
             except Exception as e:
                 if _shape(str(e)) != _shape(message):
-                    d = trial
+                    d, error = trial, e
                     break
         else:
             raise error
@@ -381,11 +378,7 @@ def _get(d: dict, path: str):
 def _with(d: dict, path: str, value) -> dict:
     """A copy of d with the field at path set."""
     out = copy.deepcopy(d)
-    node = out
-    *parents, last = path.split(".")
-    for part in parents:
-        node = node[part]
-    node[last] = value
+    _apply_hints(out, {path: value})
     return out
 
 
