@@ -1,10 +1,27 @@
 #!/usr/bin/env bash
 # Install wqk and everything the workflow and the tests need into ./.venv.
 #   bash install.sh            # CPU PyTorch 2.13.0 (override: TORCH_SPEC='torch==2.13.0' or a CUDA build)
+#   bash install.sh timm       # then ./.venv-timm: the same and timm, for timm checkpoints (tests/test_timm.py)
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+
+if [ "${1:-}" = timm ]; then
+    # timm imports torchvision, and PyPI's torchvision wheels load only beside the CUDA build of
+    # the torch they were made for (beside the CPU torch 2.13.0: "operator torchvision::nms does
+    # not exist"). So timm gets an env of its own, torch 2.14.1 and torchvision 0.29.1 (CUDA builds,
+    # about 5.5 GB; they run on the CPU), and the main env keeps its torch and its bits.
+    TIMM_TORCH=${TIMM_TORCH:-torch==2.14.1 torchvision==0.29.1}
+    [ -x .venv/bin/python ] || { echo "run bash install.sh first" >&2; exit 1; }
+    [ -x .venv-timm/bin/python ] || "$PY" -m venv .venv-timm
+    .venv-timm/bin/python -c "import torchvision" 2>/dev/null || .venv-timm/bin/python -m pip install -q $TIMM_TORCH
+    tuv() { .venv/bin/python -m uv pip install --python .venv-timm/bin/python -q "$@"; }
+    tuv --require-hashes -r requirements.lock
+    tuv --no-deps -e . "timm==1.0.31"
+    echo "installed: .venv-timm ($(.venv-timm/bin/python -c 'import timm, torch; print("timm", timm.__version__, "torch", torch.__version__)'))"
+    exit 0
+fi
 
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade uv

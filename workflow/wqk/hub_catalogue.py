@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from .catalogue import SCHEMA_PATH, check_rows
+from .checkpoints.checkpoint import model_type_of
 from .checkpoints.hub.listing import Listed, Query, list_models
 from .errors import UnsupportedModelType
 from .ids import slug
@@ -132,7 +133,7 @@ def _taken(filters: Filters, listed: Iterable[Listed]) -> Iterator[Entry]:
 
 def _passes(filters: Filters, model: Listed) -> bool:
     q = filters.query
-    if filters.model_types and model.config.get("model_type") not in filters.model_types:
+    if filters.model_types and model_type_of(model.config) not in filters.model_types:
         return False
     if q.gated is not None and bool(model.gated) != q.gated:
         return False
@@ -150,11 +151,13 @@ def entry(model: Listed, filters: Filters = Filters()) -> Entry:
     def skip(reason: str) -> Entry:
         return Entry(model.repo_id, reason=_clean(reason))
 
-    model_type = model.config.get("model_type")
+    model_type = model_type_of(model.config)  # a timm checkpoint's: "timm:" + its architecture
     if not _source_ok(model.repo_id):
         return skip(f"the hub id {model.repo_id!r} is not one a catalogue source can name")
     if not isinstance(model_type, str) or not model_type:
-        return skip("no model_type in the config the hub lists (no config.json, or not a transformers model)")
+        return skip(
+            "no model_type in the config the hub lists (no config.json, or neither a transformers nor a timm model)"
+        )
     try:  # the hand-written record, else one derived from transformers' forward (or the reason there is none)
         record = get_record(model_type, model.repo_id, model.config)
     except UnsupportedModelType as e:

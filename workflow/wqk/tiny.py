@@ -62,6 +62,10 @@ def build_tiny(model_type: str, out_dir: Path, seed: int = 0, architecture: str 
     transformers class (e.g. "BertModel" for a checkpoint without prefix).
     """
     out_dir = Path(out_dir)
+    if tiny_spec(model_type).family == "timm":  # a timm architecture: timm builds and lays it out
+        from .derive.timm import save_tiny
+
+        return save_tiny(tiny_spec(model_type), out_dir, seed)
     model = tiny_model(model_type, seed, architecture, **overrides)
     with hub_bars():  # no "Writing model shards" frames in the tiny rule's log
         model.save_pretrained(out_dir, safe_serialization=True)

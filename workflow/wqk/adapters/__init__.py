@@ -111,7 +111,10 @@ def derived_record(model_type: str, model_id: str = "", config: dict | None = No
             f"model_type {model_type!r}{of} has no hand-written record, and deriving one needs the models extra "
             f"({e.name} is not installed): pip install 'wqk[models]'"
         ) from None
-    derivation = cached(model_type, config)
+    try:
+        derivation = cached(model_type, config)
+    except UnsupportedModelType as e:  # a library the derivation needs does not import (timm)
+        raise UnsupportedModelType(f"model_type {model_type!r}{of}: {e}") from None
     if derivation.ok:
         return derivation.record
     unknown = derivation.category == "unknown type"

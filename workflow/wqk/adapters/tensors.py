@@ -14,6 +14,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from ..checkpoints.checkpoint import model_type_of
 from ..errors import UnsupportedModelType
 from . import get_record
 from .record import Attention, Record, template_regex
@@ -53,8 +54,8 @@ def record_patterns(record: Record) -> list[str]:
 def tensor_filter(config: dict) -> TensorFilter | None:
     """The predicate on tensor names of the record of config["model_type"]; None when no
     record is registered for it (or it is refused): the caller then picks by its own rule."""
-    model_type = config.get("model_type") if isinstance(config, dict) else None
-    if not isinstance(model_type, str) or not model_type:
+    model_type = model_type_of(config) if isinstance(config, dict) else None
+    if not model_type:
         return None
     try:
         record = get_record(model_type, config=config)

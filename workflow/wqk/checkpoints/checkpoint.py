@@ -9,6 +9,17 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import torch
 
+TIMM = "timm:"  # the model_type of a timm checkpoint: "timm:" + its architecture (wqk.derive.timm)
+
+
+def model_type_of(config: dict) -> str:
+    """config.json's model_type; for a timm checkpoint (no model_type, an "architecture" timm
+    builds it from) "timm:" + that architecture ("timm:vit_base_patch16_224")."""
+    model_type = config.get("model_type")
+    if not model_type and isinstance(arch := config.get("architecture"), str) and arch:
+        return TIMM + arch.split(".")[0]  # "vit_base_patch16_224.augreg_in21k": the tag is the weights'
+    return str(model_type or "")
+
 
 class TensorStore(Protocol):
     """Read-only access to named weight tensors, one at a time (never the whole model)."""
@@ -37,7 +48,7 @@ class Checkpoint:
 
     @property
     def model_type(self) -> str:
-        return str(self.config.get("model_type", ""))
+        return model_type_of(self.config)
 
     def provenance(self) -> str:
         """Revision when known, else a hash of the weight files."""

@@ -71,6 +71,12 @@ def build(config, cls=None) -> torch.nn.Module:
         raise MemoryError(f"the tiny model holds {size / 2**30:.1f} GiB of parameters and buffers")
     model.eval().double()
     _fit_rope_sections(model)
+    return randomised(model)
+
+
+def randomised(model: torch.nn.Module) -> torch.nn.Module:
+    """model's parameters drawn afresh from a fixed seed, in place: 1-d ones around 1 (gains) or
+    0 (biases), matrices with unit-variance outputs; learned scalars kept."""
     generator = torch.Generator().manual_seed(SEED + 1)
     with torch.no_grad():
         for name, p in model.named_parameters():

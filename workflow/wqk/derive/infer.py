@@ -209,7 +209,8 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
         fused=layout,
         q_gate=q_gate,
         conv1d=q.projection.conv1d,
-        heads=(heads_key,),
+        heads=(heads_key,) if heads_key else (),
+        heads_default=None if heads_key else heads,  # no config field states it (timm): the count seen
         kv_heads=(kv_key,) if kv_key else (),
         multi_query=multi_query,
         bias=_bias(q, k),

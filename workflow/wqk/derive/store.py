@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from ..adapters.record import Attention, Authors, Record, Rotary, Tiny
+from ..checkpoints.checkpoint import TIMM
 
 log = logging.getLogger("wqk")
 FORMAT = 1  # bump when the derivation changes what it writes
@@ -87,10 +88,18 @@ def code_key() -> str:
 
 
 def path_for(model_type: str, fields: dict | None) -> Path:
-    import transformers
+    if model_type.startswith(TIMM):
+        from . import timm
 
-    folder = f"transformers-{transformers.__version__}-wqk-{code_key()}"
-    return cache_root() / folder / f"{model_type}-{structure_key(model_type, fields)}.json"
+        folder, structure = f"timm-{timm.version()}-wqk-{code_key()}", timm.structure_key(fields)
+    else:
+        import transformers
+
+        folder, structure = (
+            f"transformers-{transformers.__version__}-wqk-{code_key()}",
+            structure_key(model_type, fields),
+        )
+    return cache_root() / folder / f"{model_type}-{structure}.json"
 
 
 def cached(model_type: str, fields: dict | None = None):
@@ -106,7 +115,7 @@ def cached(model_type: str, fields: dict | None = None):
             return Derivation(model_type, record, d.get("category"), d.get("reason"), d.get("facts", {}))
     result = derive(model_type, fields)
     log.info(
-        "derived the record of model_type %r from transformers' forward: %s (%s)",
+        "derived the record of model_type %r from its library's forward: %s (%s)",
         model_type,
         "verified" if result.ok else f"refused, {result.category}: {result.reason}",
         path,

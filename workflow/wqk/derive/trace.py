@@ -162,9 +162,12 @@ class Tracer(TorchFunctionMode):
             x, w = args[0], args[1] if len(args) > 1 else kwargs["weight"]
             b = args[2] if len(args) > 2 else kwargs.get("bias")
             if (wn := self._param(w)) is not None and w.ndim == 2:
-                self.trace.projections.append(
-                    Projection(self.seq, calls, wn, self._param(b), False, _keep(x), _keep(out))
-                )
+                bn = self._param(b)
+                if isinstance(b, torch.Tensor) and bn is None:
+                    # a bias made in the forward (BEiT's cat(q_bias, zeros, v_bias)): an addition
+                    # after the projection, each part then read back to the parameter it holds
+                    out = out - b
+                self.trace.projections.append(Projection(self.seq, calls, wn, bn, False, _keep(x), _keep(out)))
         elif name == "conv1d":  # a 1x1 convolution over [B, C, T]: a projection (SqueezeBERT)
             x, w = args[0], args[1] if len(args) > 1 else kwargs["weight"]
             b = args[2] if len(args) > 2 else kwargs.get("bias")

@@ -1,0 +1,430 @@
+"""A traced forward into a verified record, whatever library built the model (transformers'
+tiny models: wqk.derive; timm's: wqk.derive.timm).
+
+`record_of` reads each attention call's q and k back to the projections they came from (calls),
+turns the calls into a `Record` (infer, assemble), saves the model and reads it back through the
+generic reader, runs the logits test that hand records get (verify) and finds the rotary
+embedding's layout. A record is only returned verified; otherwise the steps raise Underivable
+with the category and reason (calls.CATEGORIES).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..adapters.record import Record, Rotary, Tiny
+from .calls import AttentionCall, Underivable, attention_calls
+
+
+@dataclass
+class Derivation:
+    """A derived record, or why there is none."""
+
+    model_type: str
+    record: Record | None = None
+    category: str | None = None
+    reason: str | None = None
+    facts: dict = field(default_factory=dict)  # what the forward showed besides the record (scale, sinks, ...)
+
+    @property
+    def ok(self) -> bool:
+        return self.record is not None
+
+
+def _rotary_modules(model) -> list[tuple[str, torch.nn.Module]]:
+    return [
+        (n, m)
+        for n, m in model.named_modules()
+        if any(b.endswith("inv_freq") for b, _ in m.named_buffers(recurse=False))
+    ]
+
+
+@contextlib.contextmanager
+def no_rotation(model):
+    """Every rotary frequency buffer zeroed (cos 1, sin 0: no rotation), and every table of
+    [sin | cos] per position (GPT-J's, CodeGen's embed_positions) made sin 0, cos 1; restored
+    afterwards."""
+    saved = []
+    for _, module in _rotary_modules(model):
+        for name, buf in module.named_buffers(recurse=False):
+            if name.endswith("inv_freq"):
+                saved.append((buf, buf.clone()))
+                buf.zero_()
+    for name, buf in model.named_buffers():
+        if name.endswith("embed_positions") and buf.is_floating_point() and buf.ndim == 2 and buf.shape[-1] % 2 == 0:
+            saved.append((buf, buf.clone()))
+            half = buf.shape[-1] // 2
+            buf[:, :half] = 0.0
+            buf[:, half:] = 1.0
+    try:
+        yield
+    finally:
+        for buf, value in saved:
+            buf.copy_(value)
+
+
+def _read_blocks(folder: Path, record: Record):
+    from ..adapters.reader import read_blocks, with_extras
+    from ..checkpoints import open_checkpoint
+
+    ckpt = open_checkpoint(str(folder))
+    return {(b.stack, b.layer): b for b in with_extras(ckpt, read_blocks(ckpt, record), record)}
+
+
+def record_of(model_type, model, steps, traces, keys, save, base: str, tiny: Tiny, modality=None) -> Derivation:
+    """The verified record of a traced model, whatever library built it: its attention calls read
+    into sites (keys(trace): a function of a call's head counts -> the config keys that set them, as
+    heads.head_keys), the model saved by
+    save(model, folder) and read back by the generic reader under the assembled record, the logits
+    test on every call, then the rotary layout."""
+    from .assemble import layer_numbers
+    from .assemble import record as assemble
+    from .infer import site_facts
+    from .run import runs, towers
+    from .verify import check, seen
+
+    trace, again = traces
+    remedies = {}
+    if not_run := _every_attention_ran(model, trace):
+        remedies["cross-attention not run (left out)"] = not_run
+    try:
+        calls = attention_calls(trace, again)
+    except Underivable as first:
+        if first.category != "not bilinear":
+            raise
+        calls = None
+        # learned relative-position tables whose terms read the content (DeBERTa, SAM, WavLM): zeroed,
+        # as the hand records' logits tests do; the form scored is the content-content part
+        for biases in (False, True):
+            if calls is None and (tables := _zero_position_tables(model, biases)):
+                remedies["position tables zeroed"] = tables + (["every bias"] if biases else [])
+                with no_rotation(model):
+                    trace, again = runs(model, steps)
+                with contextlib.suppress(Underivable):
+                    calls = attention_calls(trace, again)
+        if calls is None:
+            raise first
+    model_towers = towers(model)
+    facts = _by_tower(_by_cross([site_facts(trace, c, keys(trace)) for c in calls]), model_towers)
+    with tempfile.TemporaryDirectory(prefix="wqk-derive-") as tmp:
+        folder = Path(tmp)
+        save(model, folder)
+        facts = [_as_saved(f, saved_names(model, folder)) for f in facts]
+        record = assemble(model_type, facts, base, None, tiny)
+        layers = layer_numbers(facts)
+        pairs = _blocks_of(calls, facts, _read_blocks(folder, record), layers)
+        scales = [check(b, seen(c, trace, trace), seen(c, trace, again)) for c, b in pairs]
+        record, rope_facts = _with_rope(model, steps, record, folder, trace, calls, facts, layers)
+    return Derivation(
+        model_type,
+        record=record,
+        facts=dict(
+            scale=sorted({round(s, 9) for s in scales if s == s}),
+            prescale=sorted({round(f.factor, 9) for f in facts}),
+            position_terms=any(f.position_terms for f in facts),
+            extra_logits=max(f.extra_logits for f in facts),
+            modality=modality or _modality(model, model_towers, facts),
+            **rope_facts,
+            **remedies,
+        ),
+    )
+
+
+def _modality(model, towers, facts) -> str:
+    """The paper's modality: a composite with a vision (audio) tower that has attention is
+    vision (audio), as the paper files GIT and Mllama; else its main input's."""
+    from .run import MODALITY_BY_INPUT
+
+    with_sites = [t for t in towers if any(f.module.startswith(t.name + ".") for f in facts)]
+    for kind in ("vision", "audio"):
+        if any(t.modality == kind for t in with_sites):
+            return kind
+    return MODALITY_BY_INPUT.get(getattr(model, "main_input_name", ""), "text")
+
+
+def _block(module: str) -> str:
+    """The layer a module is in: its name up to its first number ("decoder.layers.0")."""
+    parts = module.split(".")
+    n = next((i for i, p in enumerate(parts) if p.isdigit()), len(parts) - 1)
+    return ".".join(parts[: n + 1])
+
+
+def _by_cross(facts):
+    """Self-attention in the layers that hold cross-attention, or in a module named decoder, is
+    the decoder's, whatever its mask (DETR's object queries, ViTMAE's decoder attend to each other
+    bidirectionally; the objective stays the mask's)."""
+    with_cross = {_block(f.module) for f in facts if f.stack == "cross"}
+
+    def decoder(f) -> bool:
+        parts = f.module.split(".")
+        return (
+            _block(f.module) in with_cross
+            or any("decoder" in p for p in parts)
+            and not any("encoder" in p for p in parts)
+        )
+
+    return [
+        dataclasses.replace(f, stack="decoder", attention=dataclasses.replace(f.attention, stack="decoder"))
+        if f.stack == "encoder" and decoder(f)
+        else f
+        for f in facts
+    ]
+
+
+def _every_attention_ran(model, trace) -> list[str]:
+    """Refuse a record that would leave an attention module out unsaid: every module named an
+    attention with projections of its own must have run in the forwards (SAM's mask decoder runs
+    only with prompts; a tower that could not run is refused in run.plan). Cross-attention that
+    reads another tower's states the forwards did not give (Mllama's text layers over images) is
+    returned instead, to be said in the facts."""
+    ran = {c.name for c in trace.calls}
+    missing = []
+    for name, module in model.named_modules():
+        projections = any(isinstance(c, torch.nn.Linear) for c in module.children())
+        if name and "Attention" in type(module).__name__ and projections and name not in ran:
+            if "Cross" not in type(module).__name__ and not re.search(r"cross|encoder_attn", name):
+                raise Underivable(
+                    "forward", f"{name} ({type(module).__name__}) never ran in the forwards its inputs allow"
+                )
+            missing.append(name)
+    return missing
+
+
+def _by_tower(facts, towers):
+    """A composite's self-attention stacks by tower: its text model's is "decoder", the vision or
+    audio tower's "encoder" (the hand records' convention: CLIP, SigLIP, GIT, Mllama, Whisper),
+    each with the objective its mask gives it."""
+    owners = {}
+    for f in facts:
+        owner = next((t for t in towers if f.module.startswith(t.name + ".")), None)
+        if owner is not None:
+            owners[id(f)] = owner
+    with_sites = {owners[id(f)].name for f in facts if id(f) in owners}
+    if len(with_sites) < 2:
+        return facts
+    out = []
+    for f in facts:
+        owner = owners.get(id(f))
+        if owner is None or f.stack == "cross":
+            out.append(f)
+            continue
+        stack = "decoder" if owner.modality == "text" else "encoder"
+        out.append(dataclasses.replace(f, stack=stack, attention=dataclasses.replace(f.attention, stack=stack)))
+    return out
+
+
+# learned relative-position tables added to (or read against) the logits
+POSITION_TABLES = re.compile(
+    r"relative_attention_bias|relative_position_bias_table|rel_embeddings\.weight|rel_attn_embed\.weight"
+    r"|rel_pos_[hw]$|pe_k\.weight"
+)
+
+
+def _zero_position_tables(model, biases: bool) -> list[str]:
+    """The relative-position tables zeroed, with biases every bias too (what the hand records'
+    logits tests do: a table's terms reach the logits through projections with biases, DeBERTa's);
+    the tables' names."""
+    names = []
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if POSITION_TABLES.search(name):
+                names.append(name)
+            if POSITION_TABLES.search(name) or (biases and name.endswith(".bias")):
+                p.zero_()
+    return names
+
+
+@dataclass
+class Saved:
+    """Where save_pretrained stored each parameter: under a name of its own (transformers 5 saves
+    some models under older names: BEiT's encoder.layer.{i}.attention.attention.query), or as a
+    block of rows of another tensor (q, k and v saved fused: GTE's qkv_proj, NomicBERT's Wqkv)."""
+
+    names: dict[str, str]
+    inside: dict[str, tuple[str, int]]  # parameter -> (saved tensor, first row)
+
+
+def saved_names(model, folder: Path) -> Saved:
+    """Matched by content: the tiny model's random tensors are all different."""
+    from safetensors import safe_open
+
+    tensors = {}
+    for path in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(path), "pt") as f:
+            tensors.update({name: f.get_tensor(name).double() for name in f.keys()})
+    stored = {}
+    for name, t in tensors.items():
+        stored.setdefault((tuple(t.shape), t.numpy().tobytes()), name)
+    names, inside = {}, {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        value = p.detach().double()
+        key = (tuple(value.shape), value.numpy().tobytes())
+        if key in stored:
+            names[name] = stored[key]
+            continue
+        for saved, t in tensors.items():
+            if t.ndim == value.ndim and t.shape[1:] == value.shape[1:] and t.shape[0] > value.shape[0]:
+                rows = [r for r in range(t.shape[0] - value.shape[0] + 1) if torch.equal(t[r], value[0])]
+                hit = next((r for r in rows if torch.equal(t[r : r + value.shape[0]], value)), None)
+                if hit is not None:
+                    inside[name] = (saved, hit)
+                    break
+    return Saved(names, inside)
+
+
+def _as_saved(facts, saved: Saved):
+    def name_of(name):
+        if name is None:
+            return None
+        if name not in saved.names:
+            raise Underivable(
+                "layout", f"{name} is not stored as the model holds it (transformers converts it on load or save)"
+            )
+        return saved.names[name]
+
+    held = facts.q_weight
+    facts = _fused_on_save(facts, saved)
+    q_weight = name_of(facts.q_weight)
+    return dataclasses.replace(
+        facts,
+        alias=_prefix_alias(q_weight, held),
+        q_weight=q_weight,
+        k_weight=name_of(facts.k_weight),
+        norm=name_of(facts.norm),
+        q_bias=name_of(facts.q_bias),
+        feeding_norm=name_of(facts.feeding_norm),
+        k_norm=name_of(facts.k_norm),
+        qk_norm=tuple(name_of(n) for n in facts.qk_norm) if facts.qk_norm else None,
+    )
+
+
+def _prefix_alias(saved: str, held: str) -> tuple[str, str] | None:
+    """(saved prefix, held prefix) of two names with one layer part and end: Gemma 3's
+    language_model.model.layers.0... saved for model.language_model.layers.0..."""
+    s, h = saved.split("."), held.split(".")
+    n = 0
+    while n < min(len(s), len(h)) and s[-1 - n] == h[-1 - n]:
+        n += 1
+    sp, hp = s[: len(s) - n], h[: len(h) - n]
+    if sp == hp or not any(p.isdigit() for p in s[len(s) - n :]):
+        return None
+    return ("".join(p + "." for p in sp), "".join(p + "." for p in hp))
+
+
+def _fused_on_save(facts, saved: Saved):
+    """Separate q and k projections that save_pretrained stores as the first two blocks of one
+    [q | k | v] tensor: the record reads that tensor, fused "blocks"."""
+    q, k = facts.q_weight, facts.k_weight
+    if q == k or q in saved.names or q not in saved.inside or k not in saved.inside:
+        return facts
+    (tensor, q_row), (k_tensor, k_row) = saved.inside[q], saved.inside[k]
+    q_rows = facts.heads * _head_dim(facts)
+    if tensor != k_tensor or q_row != 0 or k_row != q_rows or facts.attention.fused or facts.attention.q_gate:
+        raise Underivable("layout", f"{q} and {k} are saved inside {tensor}, {k_tensor} in an order no layout names")
+    bias = facts.attention.bias
+    if bias is not None:
+        bias_name = tensor.rpartition("weight")[0] + "bias"
+        if not any(n == bias_name for n, _ in saved.inside.values()):
+            raise Underivable("layout", f"{tensor}'s biases are not saved beside it")
+    saved.names[tensor] = tensor
+    attention = dataclasses.replace(facts.attention, fused="blocks", weight="{i}")
+    return dataclasses.replace(facts, q_weight=tensor, k_weight=tensor, attention=attention)
+
+
+def _head_dim(facts) -> int:
+    return facts.head_dim
+
+
+def _blocks_of(calls: list[AttentionCall], facts, blocks, layers):
+    pairs = []
+    for c, f in zip(calls, facts):
+        key = layers[(f.stack, f.q_weight)]
+        block = blocks.get(key)
+        if block is None:
+            raise Underivable("verify", f"the reader found no {key[0]} layer {key[1]} ({c.call.name})")
+        pairs.append((c, block))
+    return pairs
+
+
+def _with_rope(model, steps, record: Record, folder: Path, trace, calls, facts, layers) -> tuple[Record, dict]:
+    """The record with the Rotary under which the forward's own scores (default positions) are
+    the rotated form of its blocks; unchanged when the scores need no rotation."""
+
+    from .run import runs
+    from .verify import seen
+
+    one, other = runs(model, steps)
+    blocks = _blocks_of(calls, facts, _read_blocks(folder, record), layers)
+    pairs = [((seen(c, trace, one), seen(c, trace, other)), b) for c, (_, b) in zip(calls, blocks)]
+    needs = [(s, b) for s, b in pairs if not _passes(s, b, False)]
+    if not needs:
+        return record, {}
+    stacks = sorted({b.stack for _, b in needs}, key=lambda st: st != "decoder")  # the text decoder first
+    candidates = [(module, layout) for _, module in _rotary_modules(model) for layout in LAYOUTS]
+    # no rotary module: transformers' fixed formula on the config (GPT-J's rotary_dim, base 10000)
+    if hasattr(model, "config"):  # a transformers model
+        candidates += [(None, layout) for layout in LAYOUTS]
+    for module, layout in candidates:
+        rope = (
+            _rotary(model, module, layout, stacks[0])
+            if module is not None
+            else Rotary(model.config.model_type, None, layout, stacks[0])
+        )
+        fits = [st for st in stacks if _rope_fits(record, rope, st, needs, folder)]
+        if stacks[0] in fits:
+            rope = dataclasses.replace(rope, also=tuple(st for st in fits if st != stacks[0]))
+            left = [st for st in stacks if st not in fits]
+            note = f"{rope.rotary_class or 'fixed formula'} ({rope.layout})" + (
+                f"; the {', '.join(left)} stack's rotation is over no 1-d positions: left out" if left else ""
+            )
+            return dataclasses.replace(record, rope=rope), {"rope": note}
+    return record, {"rope": "rotary, but over no 1-d positions either layout fits (2-d?): left out of the record"}
+
+
+def _rope_fits(record: Record, rope: Rotary, stack: str, needs, folder: Path) -> bool:
+    """Whether the stack's scores at real positions are its blocks' form rotated by rope."""
+    candidate = dataclasses.replace(record, rope=dataclasses.replace(rope, stack=stack, also=()))
+    try:
+        blocks = _read_blocks(folder, candidate)
+    except Exception:
+        return False
+    return all(_passes(s, blocks[(b.stack, b.layer)], True) for s, b in needs if b.stack == stack)
+
+
+LAYOUTS = ("half", "interleaved")
+
+
+def _passes(s, block, with_rope: bool) -> bool:
+    from .verify import check
+
+    try:
+        check(block, *s, with_rope)
+        return True
+    except Underivable:
+        return False
+
+
+def _rotary(model, module, layout: str, stack: str) -> Rotary:
+    from .heads import config_path
+
+    config = getattr(module, "config", None)
+    sub = config_path(model.config, config) if config is not None else ""
+    package = type(module).__module__.split(".")[-2]
+    types = getattr(config, "layer_types", None) if config is not None else None
+    per_type = bool(types) and any(hasattr(module, f"{t}_inv_freq") for t in set(types))
+    return Rotary(
+        model.config.model_type,
+        type(module).__name__,
+        layout=layout,
+        stack=stack,
+        sub=(sub or "").rstrip(".") or None,
+        per_layer_type=per_type,
+        module=package if package != model.config.model_type else None,
+    )
