@@ -10,7 +10,10 @@ architecture, model.safetensors of its state_dict), as the hub's timm/ repos hol
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -178,3 +181,44 @@ def test_wqk_tiny_builds_the_model_a_timm_record_was_derived_on(tmp_path, monkey
         "blocks.0.attn.qkv.weight",
         "blocks.1.attn.qkv.weight",
     ]
+
+
+HUB_ID = "timm/vit_tiny_patch16_224.augreg_in21k_ft_in1k"
+RECORD_TENSORS = re.compile(r"blocks\.\d+\.(attn\.qkv|attn\.q_bias|norm1)\.(weight|bias)")
+
+
+@needs_timm
+def test_a_timm_repo_on_the_hub_is_range_fetched_and_scores_as_its_folder(exported_vit, tmp_path, monkeypatch):
+    """The export served by the stand-in hub at a real timm/ id: only the tensors the derived
+    record names come over the wire, and the scores equal the local folder's."""
+    import pandas as pd
+    from safetensors import safe_open
+
+    from standin_hub import point_at, start
+    from wqk.cli import main
+
+    _, folder = exported_vit
+    root = tmp_path / "hub"
+    shutil.copytree(folder, root / "models" / HUB_ID)
+    (root / "manifest.json").write_text(json.dumps({"models": {HUB_ID: {}}}))
+    hub = start(root, log_unknown=False)
+    try:
+        point_at(hub, monkeypatch, tmp_path / "caches", token=None)
+        assert main(["score", HUB_ID, "--out", str(tmp_path / "hub.parquet"), "--quiet"]) == 0
+        ranges = [e["range"] for e in hub.cdn.seen if e["path"].endswith("/model.safetensors") and e["range"]]
+    finally:
+        hub.stop()
+    assert main(["score", str(folder), "--out", str(tmp_path / "local.parquet"), "--quiet"]) == 0
+    got, want = pd.read_parquet(tmp_path / "hub.parquet"), pd.read_parquet(tmp_path / "local.parquet")
+    numbers = [c for c in want.columns if c not in ("model", "provenance")]
+    pd.testing.assert_frame_equal(got[numbers], want[numbers], check_exact=True)
+    assert set(got["model_type"]) == {"timm:vit_tiny_patch16_224"}
+
+    (fetched,) = (tmp_path / "caches" / "wqk").rglob("model.safetensors")
+    with safe_open(str(fetched), "pt") as f:
+        kept = sorted(f.keys())
+    assert all(RECORD_TENSORS.fullmatch(n) for n in kept), kept
+    assert {f"blocks.{i}.attn.qkv.weight" for i in range(12)} <= set(kept)
+    wire = sum(int(b) + 1 - int(a) for a, b in (r.removeprefix("bytes=").split("-") for r in ranges))
+    whole = (folder / "model.safetensors").stat().st_size
+    assert 0 < wire < whole / 2, (wire, whole)  # the q/k rows' tensors, not the MLPs
