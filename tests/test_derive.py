@@ -226,6 +226,23 @@ def test_refusals_name_their_category():
     assert unknown.category == "unknown type" and "transformers" in unknown.reason
 
 
+@pytest.mark.parametrize(
+    "model_type,stacks",
+    [
+        ("colpali", {"encoder", "decoder"}),  # its SigLIP vision model, inside PaliGemma, runs on its own
+        ("cosmos3_edge_vision", {"encoder"}),  # flattened patches named pixel_values beside grid_thw
+        ("flava", {"encoder", "decoder"}),  # its multimodal encoder reads hidden states, as the towers give them
+        # learned queries; cross-attention over image states every other layer, whose self-attention is
+        # filed "decoder" (the layers that hold cross-attention), the others' "encoder"
+        ("blip_2_qformer", {"encoder", "decoder", "cross"}),
+    ],
+)
+def test_the_forwards_reach_nested_towers_and_the_inputs_they_name(model_type, stacks):
+    d = derive(model_type)
+    assert d.ok, (d.category, d.reason)
+    assert {a.stack for a in d.record.attention} == stacks
+
+
 def test_the_hand_records_of_the_paper_stay_hand(tmp_path):
     """get_record returns the hand record where there is one, never a derived one."""
     for model_type in ("bert", "llama", "whisper"):

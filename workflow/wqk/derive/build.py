@@ -174,11 +174,14 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
         "input_features": lambda: _features(config, g),
     }
     if "grid_thw" in params:  # Qwen2-VL's vision tower and its kin: flattened patches and their grid
-        return _patches(config, g)
+        patches = _patches(config, g)
+        if "hidden_states" not in params and "pixel_values" in params:  # the patches' name in newer towers
+            patches["pixel_values"] = patches.pop("hidden_states")
+        return patches
     main = getattr(model, "main_input_name", "input_ids")
     if main not in params:
         main = next((k for k in makers if k in params), main)
-    kwargs = {main: makers[main]()} if main in makers else {}
+    kwargs = {main: makers[main]()} if main in makers and main in params else {}
     if every:
         if (
             "input_ids" in params
@@ -220,9 +223,20 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
     if "input_points" in params and "pixel_values" in kwargs:  # SAM: one prompt of two points per image
         size = kwargs["pixel_values"].shape[-1]
         kwargs["input_points"] = torch.rand(B, 1, 2, 2, generator=g, dtype=torch.float64) * size
+    for name in ("hidden_states", "query_embeds"):
+        p = params.get(name)
+        if p is not None and p.default is inspect.Parameter.empty and not kwargs:
+            # a tower that reads its states as they come from another (FLAVA's multimodal encoder), or
+            # learned queries (BLIP-2's Q-Former)
+            width = getattr(config, "input_dim", None) or _width(config)
+            kwargs[name] = torch.randn(B, tokens, width, generator=g, dtype=torch.float64)
     crosses = any("crossattention" in n or "encoder_attn" in n or "cross_attn" in n for n, _ in model.named_modules())
     if "encoder_hidden_states" in params and crosses and not getattr(config, "is_encoder_decoder", False):
-        width = getattr(config, "cross_attention_hidden_size", None) or _width(config)
+        width = (
+            getattr(config, "cross_attention_hidden_size", None)
+            or getattr(config, "encoder_hidden_size", None)
+            or _width(config)
+        )
         kwargs["encoder_hidden_states"] = torch.randn(B, tokens - 3, width, generator=g, dtype=torch.float64)
 
 

@@ -9,6 +9,7 @@ same forwards (the derivation's pass with rotation off, then with it on).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import torch
@@ -42,6 +43,30 @@ def towers(model) -> list[Tower]:
     return found
 
 
+def nested_towers(model) -> list[Tower]:
+    """Every sub-model whose config is a sub-config of the root's, outer ones first (ColPali's
+    PaliGemma, then the SigLIP vision model inside it)."""
+    from transformers import PreTrainedModel
+
+    found: list[Tower] = []
+    for name, module in model.named_modules():
+        if name and isinstance(module, PreTrainedModel) and (path := config_path(model.config, module.config)):
+            found.append(Tower(name, module, path.rstrip("."), _modality(module, path)))
+    return found
+
+
+def attention_modules(model) -> list[tuple[str, torch.nn.Module, bool]]:
+    """(name, module, whether it is cross-attention) of every module named an attention with
+    projections of its own."""
+    out = []
+    for name, module in model.named_modules():
+        projections = any(isinstance(c, torch.nn.Linear) for c in module.children())
+        if name and "Attention" in type(module).__name__ and projections:
+            cross = "Cross" in type(module).__name__ or bool(re.search(r"cross|encoder_attn", name))
+            out.append((name, module, cross))
+    return out
+
+
 def _modality(module, path: str) -> str:
     for word, kind in (("vision", "vision"), ("image", "vision"), ("audio", "audio"), ("speech", "audio"),
                        ("text", "text"), ("language", "text")):  # fmt: skip
@@ -60,8 +85,9 @@ class Step:
     default: torch.dtype | None = None
 
 
-def _covered(trace: Trace, tower: Tower) -> bool:
-    return any(any(trace.calls[i].name == tower.name for i in s.calls) for s in trace.softmaxes)
+def _reached(trace: Trace) -> tuple[set[str], set[str]]:
+    """(the modules that ran, those a softmax ran inside) in a trace."""
+    return {c.name for c in trace.calls}, {trace.calls[i].name for s in trace.softmaxes for i in s.calls}
 
 
 def _first_that_runs(model, module, name: str) -> tuple[Step, Trace] | Exception:
@@ -89,22 +115,34 @@ def _has_attention(tower: Tower) -> bool:
 
 
 def plan(model) -> list[Step]:
-    """The forwards that reach every attention of the model; raises the root's error when none runs."""
+    """The forwards that reach every attention of the model; raises the root's error when none runs.
+    A tower runs on its own where the forwards so far ran no softmax inside it, or left one of its
+    self-attention modules out: the outer tower first, then one inside it that still needs it
+    (ColPali's vision model, which PaliGemma's text-only forward does not reach)."""
     steps: list[Step] = []
-    trace = error = None
+    ran: set[str] = set()  # the modules the steps so far ran
+    softmax: set[str] = set()  # those a softmax ran inside
+    error = None
+
+    def step(found) -> None:
+        steps.append(found[0])
+        modules, around = _reached(found[1])
+        ran.update(modules), softmax.update(around)
+
     found = _first_that_runs(model, model, "")
     if isinstance(found, tuple):
-        steps.append(found[0])
-        trace = found[1]
+        step(found)
     else:
         error = found
-    for tower in towers(model):
-        if trace is not None and _covered(trace, tower):
+    attentions = [name for name, _, cross in attention_modules(model) if not cross]
+    for tower in nested_towers(model):
+        left_out = [a for a in attentions if a.startswith(tower.name + ".") and a not in ran]
+        if steps and tower.name in softmax and not left_out:
             continue
         found = _first_that_runs(model, tower.module, tower.name)
         if isinstance(found, tuple):
-            steps.append(found[0])
-        elif _has_attention(tower):  # a record without this tower's stack would leave it out unsaid
+            step(found)
+        elif _has_attention(tower) and not any(tower.name.startswith(s.module + ".") for s in steps if s.module):
             raise RuntimeError(f"its tower {tower.name} ({tower.module.config.model_type}) could not run: {found}")
     if not steps:
         raise error

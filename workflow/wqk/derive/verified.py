@@ -21,6 +21,7 @@ import torch
 
 from ..adapters.record import Record, Rotary, Tiny
 from .calls import AttentionCall, Underivable, attention_calls
+from .run import attention_modules
 
 
 @dataclass
@@ -186,10 +187,9 @@ def _every_attention_ran(model, trace) -> list[str]:
     returned instead, to be said in the facts."""
     ran = {c.name for c in trace.calls}
     missing = []
-    for name, module in model.named_modules():
-        projections = any(isinstance(c, torch.nn.Linear) for c in module.children())
-        if name and "Attention" in type(module).__name__ and projections and name not in ran:
-            if "Cross" not in type(module).__name__ and not re.search(r"cross|encoder_attn", name):
+    for name, module, cross in attention_modules(model):
+        if name not in ran:
+            if not cross:
                 raise Underivable(
                     "forward", f"{name} ({type(module).__name__}) never ran in the forwards its inputs allow"
                 )
