@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import re
 import traceback
 import warnings
 from pathlib import Path
@@ -82,6 +83,9 @@ def _derive_quietly(model_type: str, fields: dict | None) -> Derivation:
             return Derivation(model_type, category="layout", reason=reason)
 
 
+DTYPE_CLASH = re.compile(r"same dtype|should be the same|float != double|Float and Double")
+
+
 def _derive(model_type: str, fields: dict | None) -> Derivation:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
@@ -102,11 +106,15 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
             f"transformers {transformers.__version__} has no config class for it (remote code, or a newer release)",
         )
     error = None
-    for kv_equal in (False, True):  # the second try: as many key heads as query heads
+    # the second try: as many key heads as query heads; the third, in float32, where the forward
+    # makes float32 tensors of its own that meet float64 weights (Inkling 2, FastSpeech 2's conformer)
+    for kv_equal, dtype in ((False, torch.float64), (True, torch.float64), (False, torch.float32)):
+        if dtype == torch.float32 and not DTYPE_CLASH.search(str(error)):
+            continue
         try:
             config = tiny_config(model_type, fields, kv_equal)
             cls = _task_class(config, fields) or model_class(config)
-            model = build(config, cls)
+            model = build(config, cls, dtype)
             with no_rotation(model):
                 steps = plan(model)
                 trace, again = runs(model, steps)

@@ -59,9 +59,10 @@ def _has_forward(cls) -> bool:
     return cls.forward is not torch.nn.Module.forward and cls.forward.__name__ != "_forward_unimplemented"
 
 
-def build(config, cls=None) -> torch.nn.Module:
-    """The model of config in float64, eval mode, eager attention, every parameter drawn at
-    random from a fixed seed (1-d ones around 1 for gains, around 0 for biases)."""
+def build(config, cls=None, dtype: torch.dtype = torch.float64) -> torch.nn.Module:
+    """The model of config in dtype (float64; float32 where its forward insists), eval mode, eager
+    attention, every parameter drawn at random from a fixed seed (1-d ones around 1 for gains,
+    around 0 for biases)."""
     cls = cls or model_class(config)
     config._attn_implementation = "eager"
     torch.manual_seed(SEED)
@@ -69,7 +70,7 @@ def build(config, cls=None) -> torch.nn.Module:
     size = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
     if size > MAX_BYTES:  # a default the shrinking missed (a table of positions squared): not tiny
         raise MemoryError(f"the tiny model holds {size / 2**30:.1f} GiB of parameters and buffers")
-    model.eval().double()
+    model.eval().to(dtype)
     _fit_rope_sections(model)
     return randomised(model)
 
@@ -146,8 +147,12 @@ def input_variants(model, seed: int = 0) -> list[dict]:
     """The inputs to try, in order: every modality the forward takes, then its main one alone;
     audio features as [B, mel bins, frames] (Whisper), then [B, frames, mel bins] (conformers)."""
     out = []
+    dtype = next(model.parameters()).dtype
     for every in (True, False):
-        inputs = forward_inputs(model, every=every, seed=seed)
+        inputs = {
+            k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+            for k, v in forward_inputs(model, every=every, seed=seed).items()
+        }
         out.append(inputs)
         features = inputs.get("input_features")
         if features is not None and features.ndim == 3:
