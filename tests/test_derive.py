@@ -243,6 +243,15 @@ def test_the_forwards_reach_nested_towers_and_the_inputs_they_name(model_type, s
     assert {a.stack for a in d.record.attention} == stacks
 
 
+def test_a_query_bias_saved_under_a_name_of_its_own_is_the_records_q_bias():
+    """VideoMAE holds query.bias and a key without bias; transformers saves the bias as q_bias (as
+    the hub's checkpoints hold it): the record reads q_bias, and derives no bias from the weights."""
+    d = derive("videomae")
+    assert d.ok, (d.category, d.reason)
+    (a,) = d.record.attention
+    assert (a.bias, a.q_bias) == (None, "encoder.layer.{i}.attention.attention.q_bias")
+
+
 def test_the_hand_records_of_the_paper_stay_hand(tmp_path):
     """get_record returns the hand record where there is one, never a derived one."""
     for model_type in ("bert", "llama", "whisper"):

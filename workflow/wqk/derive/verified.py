@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from ..adapters.record import Record, Rotary, Tiny
+from ..adapters.record import DERIVED, Record, Rotary, Tiny
 from .calls import AttentionCall, Underivable, attention_calls
 from .run import attention_modules
 
@@ -290,7 +290,7 @@ def _as_saved(facts, saved: Saved):
         return saved.names[name]
 
     held = facts.q_weight
-    facts = _fused_on_save(facts, saved)
+    facts = _fused_on_save(_bias_saved_apart(facts, saved), saved)
     q_weight = name_of(facts.q_weight)
     return dataclasses.replace(
         facts,
@@ -303,6 +303,20 @@ def _as_saved(facts, saved: Saved):
         k_norm=name_of(facts.k_norm),
         qk_norm=tuple(name_of(n) for n in facts.qk_norm) if facts.qk_norm else None,
     )
+
+
+def _bias_saved_apart(facts, saved: Saved):
+    """A query bias that transformers saves under a name of its own (VideoMAE's query.bias as
+    q_bias) beside a key projection without one: the record's q_bias, no bias derived from the
+    weights' names."""
+    if facts.attention.bias != DERIVED or facts.q_weight == facts.k_weight:
+        return facts
+    held_q, held_k = (w.rpartition("weight")[0] + "bias" for w in (facts.q_weight, facts.k_weight))
+    saved_q = saved.names.get(held_q)
+    beside = saved.names.get(facts.q_weight, "").rpartition("weight")[0] + "bias"
+    if saved_q is None or saved_q == beside or held_k in saved.names:
+        return facts
+    return dataclasses.replace(facts, q_bias=held_q, attention=dataclasses.replace(facts.attention, bias=None))
 
 
 def _prefix_alias(saved: str, held: str) -> tuple[str, str] | None:
