@@ -224,6 +224,9 @@ def test_refusals_name_their_category():
     assert latent.category == "not bilinear" and "several projections" in latent.reason, latent.reason
     unknown = derive("no_such_model_type")
     assert unknown.category == "unknown type" and "transformers" in unknown.reason
+    part = derive("sam_mask_decoder")  # a sub-config of SAM's; no model class is built from it alone
+    assert part.category == "no model" and "SamMaskDecoderConfig" in part.reason, part.reason
+    assert derive("blip_text_model").ok  # its model class lives in another module (modeling_blip_text)
 
 
 @pytest.mark.parametrize(
@@ -272,9 +275,10 @@ def test_records_list_and_coverage_say_hand_derived_or_refused_and_why(tmp_path,
     assert lines["gpt_oss"].startswith("derived\t")
     table = {
         line[:38].strip(): line[38:].split()
-        for line in coverage_table(statuses(["bert", "mpnet", "convnext", "gpt_oss"])).splitlines()
+        for line in coverage_table(statuses(["bert", "mpnet", "convnext", "gpt_oss", "sam_mask_decoder"])).splitlines()
     }
-    assert table["with dot-product attention"] == ["3", "100%"]
+    assert table["with dot-product attention"] == ["3", "100%"]  # a part of a composite is none of them
+    assert table["without a model class of their own"][0] == "1"
     assert table["score: hand-written record"] == ["1", "33.3%"] and table["score: derived record"] == ["2", "66.7%"]
     assert table["without dot-product attention"][0] == "1"
     from wqk.derive.store import cached

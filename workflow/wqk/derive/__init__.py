@@ -122,6 +122,8 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
         except Exception as e:  # whatever transformers raises building or running the tiny model
             error = error or e
     else:
+        if isinstance(error, Underivable):  # no model class to build (a part of a composite)
+            raise error
         message = str(error).splitlines()[0][:300] if str(error) else ""
         from .build import has_attention_source
 

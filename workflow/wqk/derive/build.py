@@ -39,20 +39,45 @@ def model_class(config):
     if name and hasattr(transformers, name) and _has_forward(getattr(transformers, name)):
         return getattr(transformers, name)
     module = modeling_module(config.model_type)
-    found = [
+    models = [
         c
-        for _, c in inspect.getmembers(module, inspect.isclass)
+        for m in (module, *_sibling_modules(module))
+        for _, c in inspect.getmembers(m, inspect.isclass)
         if issubclass(c, transformers.PreTrainedModel)
         and getattr(c, "config_class", None) is type(config)
         and not c.__name__.endswith("PreTrainedModel")
-        and _has_forward(c)
-        and c.__module__ == module.__name__
+        and c.__module__ == m.__name__
     ]
+    if not models and not name:
+        from .calls import Underivable
+
+        raise Underivable(
+            "no model",
+            f"no model class of {module.__name__.rpartition('.')[0]} is built from {type(config).__name__}: a part "
+            "of a composite model's config (scored with the composite)",
+        )
+    found = [c for c in models if _has_forward(c)]
     # a base model first, else a task head (a type whose only model is one: depth estimation)
     found.sort(key=lambda c: ("For" in c.__name__, not c.__name__.endswith("Model"), len(c.__name__)))
     if not found:
         raise LookupError(f"no base model class for config {type(config).__name__} in {module.__name__}")
     return found[0]
+
+
+def _sibling_modules(module) -> list:
+    """The other modeling modules of module's package (BLIP's text model lives in modeling_blip_text)."""
+    import pkgutil
+
+    package = importlib.import_module(module.__name__.rpartition(".")[0])
+    out = []
+    for info in pkgutil.iter_modules(package.__path__):
+        name = f"{package.__name__}.{info.name}"
+        if info.name.startswith("modeling_") and name != module.__name__ and "_tf_" not in info.name:
+            try:
+                out.append(importlib.import_module(name))
+            except Exception:  # a module that needs a library not installed
+                continue
+    return out
 
 
 def _has_forward(cls) -> bool:

@@ -17,6 +17,7 @@ from .trace import ModuleCall, Product, Projection, Softmax, Trace
 
 CATEGORIES = {
     "no attention": "its forward computes no softmax over a product of queries and keys",
+    "no model": "no model class is built from its config alone: a part of a composite's config",
     "not bilinear": "its attention logits are not a bilinear form of the token vectors",
     "layout": "its q/k layout is one the records cannot express",
     "forward": "its tiny model could not be built or run",

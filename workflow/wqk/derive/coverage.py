@@ -137,12 +137,14 @@ def coverage_table(rows: list[Status], markdown: bool = False) -> str:
     import transformers
 
     counts = Counter((r.status, r.category) for r in rows)
-    no_attention = counts[("refused", "no attention")]
-    attention = len(rows) - no_attention
+    no_attention, no_model = counts[("refused", "no attention")], counts[("refused", "no model")]
+    attention = len(rows) - no_attention - no_model
     hand, derived = counts[("hand", "")], counts[("derived", "")]
-    refused = Counter(r.category for r in rows if r.status == "refused" and r.category != "no attention")
+    apart = ("no attention", "no model")
+    refused = Counter(r.category for r in rows if r.status == "refused" and r.category not in apart)
     lines = [
         ("model types of transformers " + transformers.__version__, len(rows), ""),
+        ("without a model class of their own", no_model, "refused: no model"),
         ("without dot-product attention", no_attention, "refused: no attention"),
         ("with dot-product attention", attention, "100%"),
         ("score: hand-written record", hand, f"{hand / attention:.1%}"),
