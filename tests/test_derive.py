@@ -255,6 +255,22 @@ def test_a_query_bias_saved_under_a_name_of_its_own_is_the_records_q_bias():
     assert (a.bias, a.q_bias) == (None, "encoder.layer.{i}.attention.attention.q_bias")
 
 
+def test_a_field_transformers_reads_and_the_config_class_lacks_is_filled_where_its_meaning_fixes_it():
+    from transformers import DbrxConfig, MoonshineStreamingConfig
+
+    from wqk.derive.shrink import filled
+
+    config = DbrxConfig()
+    assert not hasattr(config.attn_config, "rope_theta")
+    assert filled(config, AttributeError("'DbrxAttentionConfig' object has no attribute 'rope_theta'"))
+    assert config.attn_config.rope_theta == 10000.0  # the nested config that lacked it
+    streaming = MoonshineStreamingConfig()
+    assert filled(streaming, AttributeError("'MoonshineStreamingConfig' object has no attribute 'num_key_value_heads'"))
+    assert streaming.num_key_value_heads == streaming.num_attention_heads
+    assert not filled(config, AttributeError("'DbrxConfig' object has no attribute 'some_size'"))  # no meaning known
+    assert not filled(config, ValueError("'DbrxConfig' object has no attribute 'rope_theta'"))
+
+
 def test_the_hand_records_of_the_paper_stay_hand(tmp_path):
     """get_record returns the hand record where there is one, never a derived one."""
     for model_type in ("bert", "llama", "whisper"):

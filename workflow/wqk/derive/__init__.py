@@ -83,6 +83,7 @@ def _derive_quietly(model_type: str, fields: dict | None) -> Derivation:
             return Derivation(model_type, category="layout", reason=reason)
 
 
+FILLS = 4  # missing config fields filled in, at most
 DTYPE_CLASH = re.compile(r"same dtype|should be the same|float != double|Float and Double")
 
 
@@ -92,7 +93,7 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
     from .build import build, model_class
     from .heads import head_keys
     from .run import plan, runs
-    from .shrink import tiny_config
+    from .shrink import filled, tiny_config
 
     if model_type.startswith(TIMM):
         from .timm import derive_timm
@@ -114,10 +115,16 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
         try:
             config = tiny_config(model_type, fields, kv_equal)
             cls = _task_class(config, fields) or model_class(config)
-            model = build(config, cls, dtype)
-            with no_rotation(model):
-                steps = plan(model)
-                trace, again = runs(model, steps)
+            for repair in range(FILLS + 1):  # fields transformers reads that the config class lacks
+                try:
+                    model = build(config, cls, dtype)
+                    with no_rotation(model):
+                        steps = plan(model)
+                        trace, again = runs(model, steps)
+                    break
+                except AttributeError as e:
+                    if repair == FILLS or not filled(config, e):
+                        raise
             break
         except Exception as e:  # whatever transformers raises building or running the tiny model
             error = error or e

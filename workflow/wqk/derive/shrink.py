@@ -391,3 +391,54 @@ def tiny_config(model_type: str, fields: dict | None = None, kv_equal: bool = Fa
     fields = {k: v for k, v in (fields or {}).items() if k != "model_type"}
     config = transformers.AutoConfig.for_model(model_type, **fields)
     return shrink(config, kv_equal)
+
+
+MISSING = re.compile(r"'(\w+Config)' object has no attribute '(\w+)'")
+
+
+def filled(config, error: Exception) -> bool:
+    """Give the config object an AttributeError names the field it lacks, where the field's
+    meaning fixes a value (a dropout or layerdrop 0, initializer_range 0.02, rope_theta 10000, key heads as
+    many as query heads, a shared expert's FFN as wide as the others'): transformers reads some
+    fields a config class does not define (DBRX's attention config, T5Gemma 2's text config).
+    Whether one was given."""
+    m = MISSING.search(str(error)) if isinstance(error, AttributeError) else None
+    if m is None:
+        return False
+    owner, field = m.groups()
+    for c in _configs(config):
+        if type(c).__name__ != owner or hasattr(c, field):
+            continue
+        if "drop" in field:  # dropout, layerdrop, drop_path_rate: probabilities, off
+            value = 0.0
+        elif field == "initializer_range":
+            value = 0.02
+        elif field == "rope_theta":
+            value = 10000.0
+        elif KV_KEYS.fullmatch(field) and isinstance(heads := _heads_of(c), int):
+            value = heads
+        elif field.endswith("intermediate_size") and isinstance(getattr(c, "intermediate_size", None), int):
+            value = c.intermediate_size
+        else:
+            return False
+        setattr(c, field, value)
+        return True
+    return False
+
+
+def _heads_of(config):
+    return next(
+        (getattr(config, k) for k in ("num_attention_heads", "n_head", "num_heads") if hasattr(config, k)), None
+    )
+
+
+def _configs(config) -> list:
+    """config and every config nested in it."""
+    from transformers import PretrainedConfig
+
+    out, todo = [], [config]
+    while todo:
+        c = todo.pop()
+        out.append(c)
+        todo += [v for v in vars(c).values() if isinstance(v, PretrainedConfig)]
+    return out
