@@ -238,6 +238,8 @@ def test_refusals_name_their_category():
         # learned queries; cross-attention over image states every other layer, whose self-attention is
         # filed "decoder" (the layers that hold cross-attention), the others' "encoder"
         ("blip_2_qformer", {"encoder", "decoder", "cross"}),
+        ("omniasr_ctc", {"encoder"}),  # a waveform as [B, 1, samples]: one channel
+        ("audio-spectrogram-transformer", {"encoder"}),  # input_values as [B, frames, mel bins]
     ],
 )
 def test_the_forwards_reach_nested_towers_and_the_inputs_they_name(model_type, stacks):

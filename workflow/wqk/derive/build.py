@@ -181,7 +181,33 @@ def input_variants(model, seed: int = 0) -> list[dict]:
         out.append(inputs)
         features = inputs.get("input_features")
         if features is not None and features.ndim == 3:
-            out.append(dict(inputs, input_features=features.transpose(1, 2).contiguous()))
+            out.append(_with_mask(dict(inputs, input_features=features.transpose(1, 2).contiguous())))
+    return out + _waveform_variants(model, out, seed)
+
+
+def _with_mask(inputs: dict) -> dict:
+    """input_features_mask, where given, over the frames of input_features as they now lie."""
+    if "input_features_mask" in inputs:
+        features = inputs["input_features"]
+        inputs["input_features_mask"] = torch.ones(features.shape[0], features.shape[-1], dtype=torch.long)
+    return inputs
+
+
+def _waveform_variants(model, variants: list[dict], seed: int) -> list[dict]:
+    """After the others: a waveform as [B, 1, samples] (codecs' one channel), and input_values as
+    [B, frames, mel bins] where the config has mel bins (AST's spectrogram)."""
+    g = torch.Generator().manual_seed(SEED + 7 + 1000 * seed)
+    mels = getattr(model.config, "num_mel_bins", None)
+    out = []
+    for inputs in variants:
+        values = inputs.get("input_values")
+        if values is None or values.ndim != 2:
+            continue
+        out.append(dict(inputs, input_values=values[:, None].contiguous()))
+        if isinstance(mels, int):
+            frames = getattr(model.config, "max_length", None) or 64  # AST's positions fix its frames
+            frames = frames if isinstance(frames, int) and frames <= 1024 else 64
+            out.append(dict(inputs, input_values=torch.randn(B, frames, mels, generator=g, dtype=values.dtype)))
     return out
 
 
@@ -253,6 +279,10 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
     if "input_points" in params and "pixel_values" in kwargs:  # SAM: one prompt of two points per image
         size = kwargs["pixel_values"].shape[-1]
         kwargs["input_points"] = torch.rand(B, 1, 2, 2, generator=g, dtype=torch.float64) * size
+    mask = params.get("input_features_mask")
+    if mask is not None and "input_features" in kwargs and mask.default is inspect.Parameter.empty:
+        features = kwargs["input_features"]  # Qwen3-ASR's encoder: every frame real
+        kwargs["input_features_mask"] = torch.ones(features.shape[0], features.shape[-1], dtype=torch.long)
     for name in ("hidden_states", "query_embeds"):
         p = params.get(name)
         if p is not None and p.default is inspect.Parameter.empty and not kwargs:
