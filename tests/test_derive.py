@@ -240,6 +240,7 @@ def test_refusals_name_their_category():
         ("blip_2_qformer", {"encoder", "decoder", "cross"}),
         ("omniasr_ctc", {"encoder"}),  # a waveform as [B, 1, samples]: one channel
         ("audio-spectrogram-transformer", {"encoder"}),  # input_values as [B, frames, mel bins]
+        ("lfm2_moe", {"decoder"}),  # layer_types unset by its config class: every layer attention
     ],
 )
 def test_the_forwards_reach_nested_towers_and_the_inputs_they_name(model_type, stacks):

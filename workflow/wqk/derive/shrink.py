@@ -230,6 +230,9 @@ def _shrink_layer_lists(out: dict, own: dict) -> None:
     if key is None:
         return
     n, old = out[key], own[key]
+    if "layer_types" in own and own["layer_types"] is None and out.get("layer_types") is None:
+        # a class that leaves it to the checkpoint (LFM2-MoE): every layer attention, transformers' name
+        out["layer_types"] = ["full_attention"] * n
     types = out.get("layer_types")
     if isinstance(types, (list, tuple)) and types:
         kinds = set(map(str, types))
