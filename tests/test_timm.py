@@ -222,3 +222,21 @@ def test_a_timm_repo_on_the_hub_is_range_fetched_and_scores_as_its_folder(export
     wire = sum(int(b) + 1 - int(a) for a, b in (r.removeprefix("bytes=").split("-") for r in ranges))
     whole = (folder / "model.safetensors").stat().st_size
     assert 0 < wire < whole / 2, (wire, whole)  # the q/k rows' tensors, not the MLPs
+
+
+@needs_timm
+def test_the_printed_record_module_of_a_timm_architecture_registers_its_record(capsys, tmp_path, monkeypatch):
+    from wqk.adapters import BI, Attention, Record, Tiny
+    from wqk.cli import main
+    from wqk.derive import derive
+
+    monkeypatch.setenv("WQK_CACHE", str(tmp_path))
+    assert main(["records", "derive", "timm:deit_tiny_patch16_224"]) == 0
+    source = capsys.readouterr().out
+    assert "from timm " in source.splitlines()[0]  # the library it was derived from, not transformers
+    registered = []
+    namespace = dict(BI=BI, Attention=Attention, Record=Record, Tiny=Tiny, register=registered.append)
+    exec(compile(source.replace("from . import", "# from . import"), "<record>", "exec"), namespace)
+    (record,) = registered
+    derived = derive("timm:deit_tiny_patch16_224").record
+    assert record.attention == derived.attention and record.tiny == derived.tiny and record.tiny.family == "timm"

@@ -22,9 +22,20 @@ def _call(obj, positional: tuple[str, ...], indent: str) -> str:
     return f"{type(obj).__name__}(\n{indent}    {inner},\n{indent})"
 
 
-def record_source(derivation) -> str:
+def _library(model_type: str) -> str:
+    """The library whose forward the record was derived from, with its version."""
+    from ..checkpoints.checkpoint import TIMM
+
+    if model_type.startswith(TIMM):
+        from .timm import version
+
+        return f"timm {version()}"
     import transformers
 
+    return f"transformers {transformers.__version__}"
+
+
+def record_source(derivation) -> str:
     r = derivation.record
     facts = "; ".join(f"{k}: {v}" for k, v in sorted(derivation.facts.items()))
     attentions = "".join(f"            {_call(a, ('stack', 'weight'), ' ' * 12)},\n" for a in r.attention)
@@ -34,7 +45,8 @@ def record_source(derivation) -> str:
     names = sorted({"Attention", "Record", "Tiny", "register", *(["Rotary"] if rope else []),
                     *(["AR"] if "AR" in objectives else []), *(["BI"] if "BI" in objectives else [])})  # fmt: skip
     assert all(isinstance(a, Attention) for a in r.attention)
-    return f'''"""{r.model_type}: derived by `wqk records derive {r.model_type}` from transformers {transformers.__version__}'s own
+    family = f"\n            family={r.tiny.family!r}," if r.tiny.family else ""
+    return f'''"""{r.model_type}: derived by `wqk records derive {r.model_type}` from {_library(r.model_type)}'s own
 forward on a tiny model, and verified by the logits test there. What the forward showed: {facts or "-"}.
 """
 
@@ -50,7 +62,7 @@ register(
         dict({objectives}),
 {rope}        tiny=Tiny(
             {r.tiny.architecture!r},
-            {tiny_config},
+            {tiny_config},{family}
         ),
     )
 )
