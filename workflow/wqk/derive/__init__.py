@@ -90,7 +90,7 @@ DTYPE_CLASH = re.compile(r"same dtype|should be the same|float != double|Float a
 def _derive(model_type: str, fields: dict | None) -> Derivation:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
-    from .build import build, model_class
+    from .build import NoModelClass, build, model_class
     from .heads import head_keys
     from .run import plan, runs
     from .shrink import filled, tiny_config
@@ -129,8 +129,8 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
         except Exception as e:  # whatever transformers raises building or running the tiny model
             error = error or e
     else:
-        if isinstance(error, Underivable):  # no model class to build (a part of a composite)
-            raise error
+        if isinstance(error, NoModelClass):  # no model class to build (a part of a composite)
+            raise Underivable("no model", str(error)) from error
         message = str(error).splitlines()[0][:300] if str(error) else ""
         from .build import has_attention_source
 

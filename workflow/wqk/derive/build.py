@@ -27,6 +27,10 @@ def modeling_module(model_type: str):
     return importlib.import_module(f"transformers.models.{name}.modeling_{name}")
 
 
+class NoModelClass(LookupError):
+    """transformers builds no model from the config alone (a part of a composite's config)."""
+
+
 def model_class(config):
     """The base model class of config (AutoModel's mapping, else the one PreTrainedModel of the
     type's modeling module whose config_class is the config's class)."""
@@ -49,12 +53,9 @@ def model_class(config):
         and c.__module__ == m.__name__
     ]
     if not models and not name:
-        from .calls import Underivable
-
-        raise Underivable(
-            "no model",
+        raise NoModelClass(
             f"no model class of {module.__name__.rpartition('.')[0]} is built from {type(config).__name__}: a part "
-            "of a composite model's config (scored with the composite)",
+            "of a composite model's config (scored with the composite)"
         )
     found = [c for c in models if _has_forward(c)]
     # a base model first, else a task head (a type whose only model is one: depth estimation)
