@@ -189,9 +189,13 @@ def input_variants(model, seed: int = 0) -> list[dict]:
 def _with_mask(inputs: dict) -> dict:
     """input_features_mask, where given, over the frames of input_features as they now lie."""
     if "input_features_mask" in inputs:
-        features = inputs["input_features"]
-        inputs["input_features_mask"] = torch.ones(features.shape[0], features.shape[-1], dtype=torch.long)
+        inputs["input_features_mask"] = _every_frame(inputs["input_features"])
     return inputs
+
+
+def _every_frame(features: torch.Tensor) -> torch.Tensor:
+    """A mask of every frame real, over the last axis of [B, ..., frames] features."""
+    return torch.ones(features.shape[0], features.shape[-1], dtype=torch.long)
 
 
 def _waveform_variants(model, variants: list[dict], seed: int) -> list[dict]:
@@ -282,8 +286,7 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
         kwargs["input_points"] = torch.rand(B, 1, 2, 2, generator=g, dtype=torch.float64) * size
     mask = params.get("input_features_mask")
     if mask is not None and "input_features" in kwargs and mask.default is inspect.Parameter.empty:
-        features = kwargs["input_features"]  # Qwen3-ASR's encoder: every frame real
-        kwargs["input_features_mask"] = torch.ones(features.shape[0], features.shape[-1], dtype=torch.long)
+        kwargs["input_features_mask"] = _every_frame(kwargs["input_features"])  # Qwen3-ASR's encoder
     for name in ("hidden_states", "query_embeds"):
         p = params.get(name)
         if p is not None and p.default is inspect.Parameter.empty and not kwargs:

@@ -31,16 +31,8 @@ class Tower:
 
 def towers(model) -> list[Tower]:
     """The outermost sub-models whose config is a sub-config of the root's."""
-    from transformers import PreTrainedModel
-
-    found: list[Tower] = []
-    for name, module in model.named_modules():
-        if not name or not isinstance(module, PreTrainedModel) or any(name.startswith(t.name + ".") for t in found):
-            continue
-        path = config_path(model.config, module.config)
-        if path:
-            found.append(Tower(name, module, path.rstrip("."), _modality(module, path)))
-    return found
+    every = nested_towers(model)
+    return [t for t in every if not any(t.name.startswith(o.name + ".") for o in every)]
 
 
 def nested_towers(model) -> list[Tower]:
@@ -127,7 +119,8 @@ def plan(model) -> list[Step]:
     def step(found) -> None:
         steps.append(found[0])
         modules, around = _reached(found[1])
-        ran.update(modules), softmax.update(around)
+        ran.update(modules)
+        softmax.update(around)
 
     found = _first_that_runs(model, model, "")
     if isinstance(found, tuple):

@@ -125,41 +125,40 @@ def _heads(call, heads: int, kv: int):
 
 
 def derive_timm(model_type: str, fields: dict | None):
-    """The Derivation of a timm architecture (a record, or why not)."""
+    """The Derivation of a timm architecture (a record, or why not): on small images first, at
+    full image size where the small ones fail (Swin's windows) or cannot be had."""
     version()
     arch, args = architecture(model_type), model_args(fields)
     error = None
-    for small in (True, False):  # at full image size where the small images fail (Swin's windows)
+    for small in (True, False):
         try:
-            return _derived(model_type, arch, args, small)
-        except _NotBuilt:
-            continue
+            built = _create(arch, args, small)
+            if built is not None:
+                return _derived(model_type, arch, *built)
         except Underivable as e:
             error = e
+        except Exception as e:  # whatever timm raises building the model
+            error = _forward_error(e)
     raise error
 
 
-class _NotBuilt(Exception):
-    pass
+def _forward_error(e: Exception) -> Underivable:
+    first = str(e).splitlines()[0][:300] if str(e) else ""
+    return Underivable("forward", f"{type(e).__name__}: {first}")
 
 
-def _derived(model_type: str, arch: str, args: dict, small: bool):
+def _derived(model_type: str, arch: str, model: torch.nn.Module, kwargs: dict):
+    """The Derivation of the model timm built from arch and kwargs."""
     from .build import randomised
     from .run import Step, runs
     from .verified import record_of
 
     try:
-        built = _create(arch, args, small)
-        if built is None:
-            raise _NotBuilt
-        model, kwargs = built
         model = randomised(model.eval().double())
         steps = [Step("", _images(model, 0), _images(model, 1))]
         trace, again = runs(model, steps)
-    except _NotBuilt:
-        raise
-    except Exception as e:  # whatever timm raises building or running the model
-        raise Underivable("forward", f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}") from e
+    except Exception as e:  # whatever timm raises running the model
+        raise _forward_error(e) from e
     return record_of(
         model_type,
         model,
