@@ -227,6 +227,8 @@ def test_refusals_name_their_category():
     part = derive("sam_mask_decoder")  # a sub-config of SAM's; no model class is built from it alone
     assert part.category == "no model" and "SamMaskDecoderConfig" in part.reason, part.reason
     assert derive("blip_text_model").ok  # its model class lives in another module (modeling_blip_text)
+    vocoder = derive("speecht5_hifigan")  # run on mel frames: its forward, not only its source, has no attention
+    assert vocoder.category == "no attention" and "forward ran no softmax" in vocoder.reason, vocoder.reason
 
 
 @pytest.mark.parametrize(
@@ -241,6 +243,9 @@ def test_refusals_name_their_category():
         ("omniasr_ctc", {"encoder"}),  # a waveform as [B, 1, samples]: one channel
         ("audio-spectrogram-transformer", {"encoder"}),  # input_values as [B, frames, mel bins]
         ("lfm2_moe", {"decoder"}),  # layer_types unset by its config class: every layer attention
+        ("siglip2_vision_model", {"encoder"}),  # NaFlex: flattened patches, their grid and mask
+        ("pix2struct_vision_model", {"encoder"}),  # flattened patches led by their row and column
+        ("granitemoehybrid", {"decoder"}),  # a hybrid whose default config has no attention layer: a hint
     ],
 )
 def test_the_forwards_reach_nested_towers_and_the_inputs_they_name(model_type, stacks):
@@ -323,5 +328,22 @@ def test_a_config_its_validators_refuse_is_repaired_on_the_fields_they_name():
 def test_a_refusal_that_names_no_field_is_raised_as_it_is():
     from wqk.derive.shrink import tiny_config
 
-    with pytest.raises(Exception, match="NoPE"):
-        tiny_config("glm5_next")
+    with pytest.raises(Exception, match=r"hidden size \(96\) is not a multiple"):
+        tiny_config("esmfold2")  # "hidden size", not hidden_size: no field to move
+
+
+def test_sizes_the_class_computes_from_others_are_left_to_it():
+    """A size computed from the shrunk ones: Bamba's mamba_d_head (declared "auto"), D-FINE's
+    head_dim (no field: __post_init__ sets it, a key passed back would overwrite it); a latent
+    attention's rotary part of 0 stays 0 (GLM-5 Next: its validator wants none); DBRX's unset
+    clip_qkv, which its forward cannot take, a bound no value reaches."""
+    from wqk.derive.shrink import WIDTH, tiny_config
+
+    bamba = tiny_config("bamba")
+    assert bamba.hidden_size == WIDTH and bamba.mamba_d_head * bamba.mamba_n_heads == bamba.mamba_expand * WIDTH
+    assert bamba.layers_block_type == ["linear_attention", "full_attention"]  # the hint: one attention layer
+    d_fine = tiny_config("d_fine")
+    assert d_fine.d_model == WIDTH and d_fine.head_dim * d_fine.decoder_attention_heads == WIDTH
+    glm = tiny_config("glm5_next_text")
+    assert glm.qk_rope_head_dim == 0 and glm.qk_nope_head_dim == 16
+    assert tiny_config("dbrx").attn_config.clip_qkv == 1e9

@@ -131,7 +131,7 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
     else:
         if isinstance(error, NoModelClass):  # no model class to build (a part of a composite)
             raise Underivable("no model", str(error)) from error
-        message = str(error).splitlines()[0][:300] if str(error) else ""
+        message = " ".join(line.strip() for line in str(error).splitlines())[:300]  # a validator's cause: line 2
         from .build import has_attention_source
 
         if not has_attention_source(model_type):

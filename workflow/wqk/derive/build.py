@@ -156,6 +156,44 @@ def _features(config, g) -> torch.Tensor:
     return torch.randn(B, mels, frames, generator=g, dtype=torch.float64)
 
 
+FLAT_SIDE = 4  # SigLIP 2's flattened patches: a grid of 4 x 4
+
+
+def _flat_patches(config, g) -> dict:
+    """An image as SigLIP 2 (NaFlex) reads it: [B, patches, channels x patch x patch], its grid
+    of patches (height, width) and a mask of every patch real."""
+    vision = _sub(config, "vision_config")
+    patch = _int(getattr(vision, "patch_size", None) or 16)
+    channels = getattr(vision, "num_channels", None) or 3
+    n = FLAT_SIDE * FLAT_SIDE
+    return {
+        "pixel_values": torch.randn(B, n, channels * patch * patch, generator=g, dtype=torch.float64),
+        "spatial_shapes": torch.tensor([[FLAT_SIDE, FLAT_SIDE]] * B),
+        "pixel_attention_mask": torch.ones(B, n, dtype=torch.long),
+    }
+
+
+def _placed_patches(config, g) -> torch.Tensor:
+    """Pix2Struct's flattened patches [B, patches, 2 + patch pixels]: each patch's row and column
+    (a grid of FLAT_SIDE x FLAT_SIDE) before its pixels."""
+    vision = _sub(config, "vision_config")
+    pixels = getattr(vision, "patch_embed_hidden_size", None) or 768
+    rows, cols = torch.meshgrid(torch.arange(FLAT_SIDE), torch.arange(FLAT_SIDE), indexing="ij")
+    place = torch.stack([rows.flatten(), cols.flatten()], -1).to(torch.float64).expand(B, -1, -1)
+    return torch.cat([place, torch.randn(B, FLAT_SIDE * FLAT_SIDE, pixels, generator=g, dtype=torch.float64)], -1)
+
+
+def _video(config, g) -> torch.Tensor:
+    """A clip [B, frames, channels, size, size]: as many frames as the config names (at least
+    two tubelets), else 2."""
+    vision = _sub(config, "vision_config")
+    size = _int(getattr(vision, "crop_size", None) or getattr(vision, "image_size", None) or 32)
+    channels = getattr(vision, "in_chans", None) or getattr(vision, "num_channels", None) or 3
+    frames = getattr(vision, "frames_per_clip", None) or getattr(vision, "num_frames", None) or 2
+    frames = max(frames, 2 * (_int(getattr(vision, "tubelet_size", None)) or 1))  # VideoPrism: [t, h, w]
+    return torch.randn(B, frames, channels, size, size, generator=g, dtype=torch.float64)
+
+
 def _patches(config, g) -> dict:
     """One image of 2m x 2m patches (m: the spatial merge), flattened as Qwen2-VL's vision tower
     reads them: [patches, channels x temporal patch x patch x patch], and its grid (1, 2m, 2m)."""
@@ -281,6 +319,18 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
         kwargs["pixel_values"] = kwargs["pixel_values"][:, None, None]
         kwargs["aspect_ratio_ids"] = torch.ones(B, 1, dtype=torch.long)
         kwargs["aspect_ratio_mask"] = torch.ones(B, 1, 1, dtype=torch.long)
+    if "spatial_shapes" in params and "pixel_values" in kwargs:  # SigLIP 2 (NaFlex): patches, their grid, a mask
+        kwargs.update(_flat_patches(config, g))
+    if "flattened_patches" in params and "flattened_patches" not in kwargs:  # Pix2Struct, Kosmos-2.5
+        kwargs["flattened_patches"] = _placed_patches(config, g)
+    if "pixel_values_videos" in params and not kwargs:  # a video model (V-JEPA 2, VideoPrism): a clip
+        kwargs["pixel_values_videos"] = _video(config, g)
+    if not kwargs and ("spectrogram" in params or "mel_spectrogram" in params):  # vocoders: mel frames in
+        mels = getattr(config, "model_in_dim", None) or getattr(config, "mel_dim", None) or 80
+        if "spectrogram" in params:  # HiFi-GAN (SpeechT5, FastSpeech 2): [B, frames, mel bins]
+            kwargs["spectrogram"] = torch.randn(B, tokens, mels, generator=g, dtype=torch.float64)
+        else:  # BigVGAN (Qwen2.5-Omni): [B, mel bins, frames]
+            kwargs["mel_spectrogram"] = torch.randn(B, mels, tokens, generator=g, dtype=torch.float64)
     if "input_points" in params and "pixel_values" in kwargs:  # SAM: one prompt of two points per image
         size = kwargs["pixel_values"].shape[-1]
         kwargs["input_points"] = torch.rand(B, 1, 2, 2, generator=g, dtype=torch.float64) * size

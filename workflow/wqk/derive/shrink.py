@@ -39,7 +39,13 @@ TOPK_KEYS = re.compile(r"^(num_experts_per_tok|moe_topk|top_k|num_selected_exper
 TOKEN_KEYS = re.compile(r"(_token_id|_token_index|_token_ids)$")
 
 # model_type -> config keys to set after the generic shrinking (why: where it is not obvious)
-HINTS: dict[str, dict] = {}
+HINTS: dict[str, dict] = {
+    # hybrids whose default config has no attention layer, whose checkpoints have some (Bamba-9B:
+    # attn_layer_indices [9, 18, 27]; Granite 4.0-H: "full_attention" among its layer types): the
+    # second of the two layers attention, as their checkpoints' indices would leave none of two
+    "bamba": {"attn_layer_indices": [1]},
+    "granitemoehybrid": {"layer_types": ["linear_attention", "full_attention"]},
+}
 
 
 class _Counts:
@@ -84,6 +90,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = 2  # DeepSeek-V2: experts, and no top-k set
         if v is None and KV_KEYS.match(k) and first_heads:  # Nemotron: unset, and its forward divides by it
             out[k] = first_heads  # as many key heads as query heads: what unset means
+        if v is None and k == "clip_qkv":  # DBRX: None is no clipping, which its forward's clamp(None, None)
+            out[k] = 1e9  # refuses; a bound no value reaches is the same
         if v is None and k == "vocab_size":  # ESM: no vocabulary (nor padding token) by default
             out[k] = VOCAB
             if "pad_token_id" in own and own["pad_token_id"] is None:
@@ -115,8 +123,10 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = min(v, 2)
         elif "vocab" in k and v > VOCAB:  # vocab_size_per_layer_input (Gemma 3n, 4), BLT's hash vocabulary
             out[k] = VOCAB
-        elif k == "image_size" and v > 32:
+        elif k in ("image_size", "crop_size") and v > 32:
             out[k] = 32
+        elif k == "frames_per_clip" and v > 4:  # V-JEPA 2: two tubelets of two frames
+            out[k] = 4
         elif k == "patch_size" and v > 8:
             out[k] = 8
         elif k == "sliding_window" and v > 4:
@@ -133,14 +143,17 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = 1
         elif k in ("n_group", "topk_group", "num_expert_group", "topk_groups"):  # expert groups: one, of the 4 left
             out[k] = 1
-        elif k in LATENT:  # multi-head latent attention's ranks and head parts (DeepSeek-V2/V3)
-            out[k] = LATENT[k]
+        elif k in LATENT and v > 0:  # multi-head latent attention's ranks and head parts (DeepSeek-V2/V3);
+            out[k] = LATENT[k]  # 0 is a part left out (GLM-5 Next: no rotary part), kept
         elif k == "rotary_dim" and isinstance(own.get("head_dim") or own.get("n_head"), int):
             out[k] = min(v, HEAD_DIM // 2)  # GPT-J, CodeGen: a part of each head rotates
     for k in ("image_size", "input_size", "img_size"):  # [height, width] (YOLOS: [800, 1333])
         v = own.get(k)
         if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, int) and x > 32 for x in v):
             out[k] = [32, 32]
+    tubelet = own.get("tubelet_size")  # VideoPrism: [frames, height, width] of a tubelet
+    if isinstance(tubelet, (list, tuple)) and len(tubelet) == 3 and all(isinstance(x, int) for x in tubelet):
+        out["tubelet_size"] = [tubelet[0], *(min(x, 8) for x in tubelet[1:])]
     for k in ("out_features", "out_indices", "stage_names"):  # backbone stages: recomputed from the depth
         out.pop(k, None)
     if out.get("use_timm_backbone"):  # DETR and kin: the transformers ResNet, not timm's (not installed)
@@ -238,6 +251,11 @@ def _shrink_layer_lists(out: dict, own: dict) -> None:
         kinds = set(map(str, types))
         cut = next(end for end in range(1, len(types) + 1) if set(map(str, types[:end])) == kinds)
         n = max(cut, n)
+        if _int(own.get("num_kv_shared_layers")) > 0 and len(types) > n:
+            # Gemma 3n: the last layers reuse the keys and values of the last earlier layer of their kind;
+            # every kind among the producers, then one layer that reuses
+            n += 1
+            out["num_kv_shared_layers"] = 1
         out[key] = n
     for k, v in own.items():
         if isinstance(v, (list, tuple)) and isinstance(old, int) and len(v) == old and old > n:
@@ -318,6 +336,12 @@ def _repaired(cls, d: dict, own: dict):
         return cls.from_dict(d)
     except Exception as e:
         error = e
+    derived = _recomputed(cls, d)
+    if derived != d:  # sizes the class computes from others, left to it (see _recomputed)
+        try:
+            return cls.from_dict(derived)
+        except Exception as e:
+            d, error = derived, e
     for _ in range(REPAIRS + 1):
         message = str(error)
         for path, value in _moves(d, own, message):
@@ -331,6 +355,26 @@ def _repaired(cls, d: dict, own: dict):
         else:
             raise error
     raise error
+
+
+def _recomputed(cls, d: dict) -> dict:
+    """d with the sizes its class computes from others handed back to it: a field declared "auto"
+    (Bamba's mamba_d_head: mamba_expand x hidden_size / mamba_n_heads) set to "auto", and a head
+    width that is no declared field (D-FINE's head_dim, d_model / heads in __post_init__, which a
+    key passed back would overwrite) dropped. The config's own values of both came from its
+    full sizes, which no longer hold."""
+    import dataclasses
+
+    if not dataclasses.is_dataclass(cls):
+        return d
+    fields = {f.name: f.default for f in dataclasses.fields(cls)}
+    out = dict(d)
+    for k in d:
+        if fields.get(k) == "auto":
+            out[k] = "auto"
+        elif k not in fields and HEAD_DIM_KEYS.match(k):
+            del out[k]
+    return out
 
 
 def _moves(d: dict, own: dict, message: str):
