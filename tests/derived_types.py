@@ -1,6 +1,7 @@
 """The expected outcome of deriving every model type of the installed transformers.
 
     python tests/derived_types.py            # rewrite tests/derived_types.json (minutes, two workers)
+    python tests/derived_types.py --reasons reasons.tsv   # and every type's reason, to read the refusals
 
 tests/test_derive_all.py derives every type again and compares it with this file: a type that
 derived must still derive (its record passes the logits test inside `derive`), a type refused
@@ -23,7 +24,8 @@ def expected() -> dict:
     return json.loads(EXPECTED.read_text(encoding="utf-8"))
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    import argparse
     import os
 
     import transformers
@@ -31,6 +33,9 @@ def main() -> int:
     from wqk.derive.coverage import coverage_table, statuses
     from wqk.derive.store import code_key
 
+    parser = argparse.ArgumentParser(description="Rewrite tests/derived_types.json from a fresh derivation.")
+    parser.add_argument("--reasons", type=Path, help="also write type, status, category and reason per line (TSV)")
+    args = parser.parse_args(argv)
     code = code_key()
     with tempfile.TemporaryDirectory() as cache:
         os.environ["WQK_CACHE"] = cache  # a fresh derivation of every type, not an old cache's
@@ -53,8 +58,11 @@ def main() -> int:
     for v in out["types"].values():
         counts[v] = counts.get(v, 0) + 1
     print(f"{EXPECTED}: {len(rows)} types, {counts}")
+    if args.reasons:
+        lines = ["\t".join((r.model_type, r.status, r.category, " ".join(r.detail.split()))) for r in rows]
+        args.reasons.write_text("type\tstatus\tcategory\treason\n" + "\n".join(lines) + "\n", encoding="utf-8")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

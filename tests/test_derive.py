@@ -227,6 +227,8 @@ def test_refusals_name_their_category():
     part = derive("sam_mask_decoder")  # a sub-config of SAM's; no model class is built from it alone
     assert part.category == "no model" and "SamMaskDecoderConfig" in part.reason, part.reason
     assert derive("blip_text_model").ok  # its model class lives in another module (modeling_blip_text)
+    assert derive("pocket_tts_audio_tokenizer_decoder").ok  # a codec's decoder: run on latents
+    assert derive("mimi").ok  # a codec: a waveform of as many frames at its frame rate as tokens elsewhere
     vocoder = derive("speecht5_hifigan")  # run on mel frames: its forward, not only its source, has no attention
     assert vocoder.category == "no attention" and "forward ran no softmax" in vocoder.reason, vocoder.reason
 
@@ -347,3 +349,41 @@ def test_sizes_the_class_computes_from_others_are_left_to_it():
     glm = tiny_config("glm5_next_text")
     assert glm.qk_rope_head_dim == 0 and glm.qk_nope_head_dim == 16
     assert tiny_config("dbrx").attn_config.clip_qkv == 1e9
+    zamba2 = tiny_config("zamba2")  # mamba_headdim: set in __post_init__, no field
+    assert zamba2.mamba_headdim * zamba2.n_mamba_heads == zamba2.mamba_expand * WIDTH
+    assert "hybrid" in zamba2.layers_block_type  # its layer types, under their own name, keep every kind
+    zamba = tiny_config("zamba")  # attention_hidden_size: declared None, 2 x hidden_size when unset
+    assert zamba.attention_hidden_size == 2 * WIDTH and zamba.layers_block_type.count("hybrid") == 2
+    griffin = tiny_config("recurrent_gemma")  # lru_width: declared None, hidden_size when unset
+    assert griffin.lru_width == WIDTH
+    # its block_types, a pattern the depth repeats: deep enough to reach the attention block
+    assert "sliding_attention" in griffin.layers_block_type, griffin.layers_block_type
+
+
+def test_counts_tied_to_other_fields_follow_them():
+    """A stack's key heads divide that stack's query heads (Moonshine: encoder_ and decoder_ fields);
+    the experts a token takes are no more than the experts (num_experts_per_token); a group count
+    equal to the width (Mimi's depthwise upsampling) is the width."""
+    from wqk.derive.shrink import WIDTH, tiny_config
+
+    moon = tiny_config("moonshine")
+    for stack in ("encoder", "decoder"):
+        heads, kv = getattr(moon, f"{stack}_num_attention_heads"), getattr(moon, f"{stack}_num_key_value_heads")
+        assert heads % kv == 0 and kv < heads, (stack, heads, kv)
+    kimi = tiny_config("kimi_linear")
+    assert kimi.num_experts_per_token <= kimi.num_experts
+    assert tiny_config("mimi").upsample_groups == WIDTH
+
+
+def test_equal_head_fields_of_two_stacks_go_by_the_stack():
+    """Moonshine's encoder layers write their head counts into the config the decoder is built
+    from, so its tiny model has as many heads in both stacks although the tiny config gives each
+    its own count: each attention takes the field of the stack its path names."""
+    d = derive("moonshine")
+    assert d.ok, d.reason
+    heads = {a.stack: a.heads for a in d.record.attention}
+    assert heads == {
+        "encoder": ("encoder_num_attention_heads",),
+        "decoder": ("decoder_num_attention_heads",),
+        "cross": ("decoder_num_attention_heads",),
+    }, heads

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 import os
 import re
 
@@ -269,7 +270,7 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
     makers = {
         "input_ids": ids,
         "pixel_values": lambda: _pixels(config, g),
-        "input_values": lambda: torch.randn(B, 1600, generator=g, dtype=torch.float64),
+        "input_values": lambda: torch.randn(B, _samples(config, tokens), generator=g, dtype=torch.float64),
         "input_features": lambda: _features(config, g),
     }
     if "grid_thw" in params:  # Qwen2-VL's vision tower and its kin: flattened patches and their grid
@@ -295,6 +296,15 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
         kwargs["decoder_input_ids"] = ids(tokens - 2)
     _by_signature(model, params, kwargs, g, tokens)
     return kwargs
+
+
+def _samples(config, tokens: int) -> int:
+    """A waveform's length: 1600 samples, or tokens frames of a codec that states its frame rate
+    (Mimi's 1920 samples a frame, where 1600 samples would give its transformers one frame)."""
+    rate, frames = getattr(config, "sampling_rate", None), getattr(config, "frame_rate", None)
+    if not (isinstance(rate, (int, float)) and isinstance(frames, (int, float)) and frames > 0):
+        return 1600
+    return max(1600, min(tokens * math.ceil(rate / frames), 64_000))
 
 
 def _width(config) -> int:
@@ -331,6 +341,8 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
             kwargs["spectrogram"] = torch.randn(B, tokens, mels, generator=g, dtype=torch.float64)
         else:  # BigVGAN (Qwen2.5-Omni): [B, mel bins, frames]
             kwargs["mel_spectrogram"] = torch.randn(B, mels, tokens, generator=g, dtype=torch.float64)
+    if not kwargs and "latents" in params:  # a codec's decoder (Mimi): continuous latents [B, width, frames]
+        kwargs["latents"] = torch.randn(B, _width(config), tokens, generator=g, dtype=torch.float64)
     if "input_points" in params and "pixel_values" in kwargs:  # SAM: one prompt of two points per image
         size = kwargs["pixel_values"].shape[-1]
         kwargs["input_points"] = torch.rand(B, 1, 2, 2, generator=g, dtype=torch.float64) * size

@@ -15,6 +15,7 @@ from .trace import ModuleCall, Trace
 
 HEADS = re.compile(r"head")
 KV = re.compile(r"(key_value|kv|query_group|multi_query|n_head_kv)")
+STACK = re.compile(r"^(encoder|decoder|vision|text|audio)_")
 
 
 def config_path(root, target, prefix: str = "") -> str | None:
@@ -63,6 +64,18 @@ def _lists_holding(config, value: int) -> list[tuple[str, list]]:
     return [(k, v) for k, v in own.items() if isinstance(v, (list, tuple)) and value in v and HEADS.search(k)]
 
 
+def _of_stack(found: list[str], call_name: str) -> list[str]:
+    """Of several equal fields, the one of the stack the call sits in (Moonshine's decoder_ field for
+    decoder.layers.0.self_attn), where exactly one names it: Moonshine's encoder layers write their
+    counts into the shared config, and its decoder is built with them (so the tiny model, as a real
+    one, has as many heads in both)."""
+    if len(found) < 2:
+        return found
+    parts = set(call_name.split("."))
+    own = [k for k in found if STACK.match(k) and STACK.match(k).group(1) in parts]
+    return own if len(own) == 1 else found
+
+
 def head_keys(trace: Trace, root):
     """A function (attention call, heads, kv heads) -> (heads key, kv key or None, multi_query,
     the head counts per stage where the key names a list: Swin's num_heads, indexed by stage)."""
@@ -70,7 +83,7 @@ def head_keys(trace: Trace, root):
     def keys(call: ModuleCall, heads: int, kv: int):
         config = _owner_config(trace, call, root)
         path = config_path(root, config) or ""
-        found = _keys_equal(config, heads, HEADS, KV)
+        found = _of_stack(_keys_equal(config, heads, HEADS, KV), call.name)
         if not found and len(lists := _lists_holding(config, heads)) == 1 and kv == heads:
             return path + lists[0][0], None, False, list(lists[0][1])
         if len(found) != 1:
@@ -82,7 +95,7 @@ def head_keys(trace: Trace, root):
         heads_key = path + found[0]
         if kv == heads:
             return heads_key, None, False, None
-        kv_found = _keys_equal(config, kv, KV)
+        kv_found = _of_stack(_keys_equal(config, kv, KV), call.name)
         if len(kv_found) == 1:
             return heads_key, path + kv_found[0], False, None
         if kv == 1:

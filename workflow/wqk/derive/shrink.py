@@ -28,14 +28,16 @@ HEAD_KEYS = re.compile(
     r"^((encoder|decoder|vision|text|audio)_)?(num_attention_heads|n_head|n_heads|num_heads|attention_heads)$"
     r"|^(encoder|decoder)_attention_heads$"
 )
-KV_KEYS = re.compile(r"^(num_key_value_heads|n_kv_heads|num_kv_heads|multi_query_group_num|n_head_kv|num_kv)$")
+KV_KEYS = re.compile(
+    r"^((encoder|decoder)_)?(num_key_value_heads|n_kv_heads|num_kv_heads|multi_query_group_num|n_head_kv|num_kv)$"
+)
 HEAD_DIM_KEYS = re.compile(r"^(head_dim|d_kv|kv_channels|attention_head_dim|d_head|attention_head_size)$")
 LAYER_KEYS = re.compile(
     r"^(num_hidden_layers|n_layer|n_layers|num_layers|encoder_layers|decoder_layers|num_decoder_layers"
     r"|num_encoder_layers|depth|num_layers_per_stack)$"
 )
 EXPERT_KEYS = re.compile(r"^(num_experts|num_local_experts|n_routed_experts|moe_num_experts|num_routed_experts)$")
-TOPK_KEYS = re.compile(r"^(num_experts_per_tok|moe_topk|top_k|num_selected_experts|moe_k)$")
+TOPK_KEYS = re.compile(r"^(num_experts_per_tok|num_experts_per_token|moe_topk|top_k|num_selected_experts|moe_k)$")
 TOKEN_KEYS = re.compile(r"(_token_id|_token_index|_token_ids)$")
 
 # model_type -> config keys to set after the generic shrinking (why: where it is not obvious)
@@ -45,6 +47,12 @@ HINTS: dict[str, dict] = {
     # second of the two layers attention, as their checkpoints' indices would leave none of two
     "bamba": {"attn_layer_indices": [1]},
     "granitemoehybrid": {"layer_types": ["linear_attention", "full_attention"]},
+    # one attention block shared by its hybrid layers, tied to the first: two of them, so that the
+    # tie has a layer to tie
+    "zamba": {
+        "num_hidden_layers": 5,
+        "layers_block_type": ["linear_attention", "linear_attention", "hybrid", "linear_attention", "hybrid"],
+    },
 }
 
 
@@ -105,14 +113,15 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
         if WIDTH_KEYS.match(k) or (
             v in widths
             and v >= 64
-            and re.search(r"(size|dim|channels|_hidden)$", k)
+            and re.search(r"(size|dim|channels|_hidden|groups)$", k)  # groups = width: depthwise (Mimi)
             and not re.search(r"(vocab|position|image|patch|window|kernel|head_dim|stride|intermediate|ffn)", k)
         ):
             out[k] = WIDTH
         elif FFN_KEYS.search(k):
             out[k] = 2 * WIDTH
         elif KV_KEYS.match(k):
-            out[k] = (first_heads or 6) if kv_equal else KV_HEADS.get(first_heads or 6, 1)
+            heads = _query_heads(out, k) or first_heads or 6
+            out[k] = heads if kv_equal else KV_HEADS.get(heads, 1)
         elif HEAD_DIM_KEYS.match(k):
             out[k] = HEAD_DIM
         elif LAYER_KEYS.match(k):
@@ -168,6 +177,15 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
     _rope_sections(out)
     _rope_context(out, own)
     return out
+
+
+def _query_heads(out: dict, kv_key: str) -> int | None:
+    """The query-head count beside a key-head field of the same stack (Moonshine's
+    encoder_num_key_value_heads: encoder_num_attention_heads)."""
+    prefix = re.match(r"^((encoder|decoder)_)?", kv_key).group(0)
+    if not prefix:
+        return None
+    return next((v for k, v in out.items() if k.startswith(prefix) and HEAD_KEYS.match(k) and _int(v)), None)
 
 
 def _rope_context(out: dict, own: dict) -> None:
@@ -246,7 +264,9 @@ def _shrink_layer_lists(out: dict, own: dict) -> None:
     if "layer_types" in own and own["layer_types"] is None and out.get("layer_types") is None:
         # a class that leaves it to the checkpoint (LFM2-MoE): every layer attention, transformers' name
         out["layer_types"] = ["full_attention"] * n
-    types = out.get("layer_types")
+    # Zamba 2's are layers_block_type; RecurrentGemma's block_types, a pattern the depth repeats
+    listed = (k for k in ("layer_types", "layers_block_type", "block_types") if isinstance(own.get(k), (list, tuple)))
+    types = out.get(next(listed, "layer_types"))
     if isinstance(types, (list, tuple)) and types:
         kinds = set(map(str, types))
         cut = next(end for end in range(1, len(types) + 1) if set(map(str, types[:end])) == kinds)
@@ -332,16 +352,11 @@ def _repaired(cls, d: dict, own: dict):
     the class then takes the config or refuses it otherwise (a step on, from which the next
     round starts), greedily, in at most REPAIRS + 1 rounds. The record derived from it is
     verified as any other."""
+    d = _recomputed(cls, d, own)  # sizes the class computes from others, left to it
     try:
         return cls.from_dict(d)
     except Exception as e:
         error = e
-    derived = _recomputed(cls, d)
-    if derived != d:  # sizes the class computes from others, left to it (see _recomputed)
-        try:
-            return cls.from_dict(derived)
-        except Exception as e:
-            d, error = derived, e
     for _ in range(REPAIRS + 1):
         message = str(error)
         for path, value in _moves(d, own, message):
@@ -357,24 +372,36 @@ def _repaired(cls, d: dict, own: dict):
     raise error
 
 
-def _recomputed(cls, d: dict) -> dict:
+def _recomputed(cls, d: dict, own: dict) -> dict:
     """d with the sizes its class computes from others handed back to it: a field declared "auto"
-    (Bamba's mamba_d_head: mamba_expand x hidden_size / mamba_n_heads) set to "auto", and a head
-    width that is no declared field (D-FINE's head_dim, d_model / heads in __post_init__, which a
-    key passed back would overwrite) dropped. The config's own values of both came from its
-    full sizes, which no longer hold."""
+    (Bamba's mamba_d_head: mamba_expand x hidden_size / mamba_n_heads) set to "auto", and an integer
+    that is no declared field but which the class sets itself (D-FINE's head_dim, Zamba 2's
+    mamba_headdim: computed in __post_init__, where a key passed back would overwrite them)
+    dropped, and a field declared None that the shrinking left at a full size over BIG, which the
+    class computes when unset (Zamba's attention_hidden_size: 2 x hidden_size), unset. The
+    config's own values of these came from its full sizes, which no longer hold."""
     import dataclasses
 
     if not dataclasses.is_dataclass(cls):
         return d
     fields = {f.name: f.default for f in dataclasses.fields(cls)}
-    out = dict(d)
-    for k in d:
-        if fields.get(k) == "auto":
-            out[k] = "auto"
-        elif k not in fields and HEAD_DIM_KEYS.match(k):
-            del out[k]
-    return out
+    out = {k: "auto" if fields.get(k) == "auto" else v for k, v in d.items()}
+    extra = [k for k, v in out.items() if k not in fields and _int(v) and k not in cls.attribute_map]
+    # a size left at its full value that the class computes when unset (Zamba's attention_hidden_size)
+    unset = [k for k, v in out.items() if fields.get(k, 0) is None and _int(v) > BIG and own.get(k) == v]
+    if not extra and not unset:
+        return out
+    bare = {k: None if k in unset else v for k, v in out.items() if k not in extra}
+    try:
+        made = cls.from_dict(dict(bare))
+    except Exception:  # the validators' say on the bare dict: left to the repairs
+        return out
+    kept = {}
+    for k, v in out.items():
+        if k in extra and hasattr(made, k):
+            continue  # the class sets it
+        kept[k] = None if k in unset and getattr(made, k, None) is not None else v
+    return kept
 
 
 def _moves(d: dict, own: dict, message: str):
