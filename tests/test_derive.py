@@ -387,3 +387,19 @@ def test_equal_head_fields_of_two_stacks_go_by_the_stack():
         "decoder": ("decoder_num_attention_heads",),
         "cross": ("decoder_num_attention_heads",),
     }, heads
+
+
+def test_time_series_models_run_on_past_values():
+    """A time series model gets past values by its signature (PatchTST: [B, context, channels]; the
+    forecasting encoder-decoders: the lags' history, time features, a mask and the future window,
+    with a horizon where the config leaves it to the checkpoint) and is filed as time series; an
+    auto-correlation (Autoformer) is no attention."""
+    from wqk.derive.shrink import SERIES_HORIZON, tiny_config
+
+    assert tiny_config("informer").prediction_length == SERIES_HORIZON
+    for model_type, stacks in (("patchtst", {"encoder"}), ("time_series_transformer", {"encoder", "decoder", "cross"})):
+        d = derive(model_type)
+        assert d.ok, (model_type, d.reason)
+        assert {a.stack for a in d.record.attention} == stacks and d.facts["modality"] == "time series"
+    auto = derive("autoformer")
+    assert auto.category == "no attention" and "no softmax" in auto.reason, auto.reason

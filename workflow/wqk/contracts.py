@@ -12,7 +12,7 @@ STACKS = ("encoder", "decoder", "cross")
 STACK_ORDER = {s: i for i, s in enumerate(STACKS)}  # reading order, not alphabetical
 SELF_STACKS = ("encoder", "decoder")  # self-attention; "cross" attends across stacks
 OBJECTIVES = ("bidirectional", "autoregressive")
-MODALITIES = ("text", "vision", "audio")
+MODALITIES = ("text", "vision", "audio", "time series")
 CROSS = "cross-attention"  # the objective column of a cross stack
 NULL_SUFFIX = " (null)"  # model name of a null reference: "<model> (null)"
 

@@ -44,7 +44,7 @@ VISION = {  # image models, and the image-text ones the paper counts as vision (
     "beit", "clip", "data2vec-vision", "deit", "detr", "dinov2", "git", "imagegpt", "mask2former", "mllama",
     "sam", "siglip", "swin", "swinv2", "vit", "vit_mae",
 }  # fmt: skip
-FIGURE = {"text": "language", "vision": "vision", "audio": "audio"}
+FIGURE = {"text": "language", "vision": "vision", "audio": "audio", "time series": ""}  # no paper figure of its own
 _UNSAFE = re.compile(r"[\t\r\n\"]")  # a cell is one line of tab-separated text without quotes
 
 

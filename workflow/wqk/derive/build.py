@@ -307,6 +307,40 @@ def _samples(config, tokens: int) -> int:
     return max(1600, min(tokens * math.ceil(rate / frames), 64_000))
 
 
+def _series(config, params, g) -> dict:
+    """A time series model's inputs: past values [B, context, channels] (PatchTST, PatchTSMixer),
+    [B, steps] of a few patches (TimesFM, with no padding and the first frequency), or, for the
+    forecasting encoder-decoders (Time Series Transformer, Informer, Autoformer), the context and
+    its lags' history with time features and an all-observed mask, and the future window that
+    their decoder reads."""
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64)
+
+    if "past_time_features" in params:
+        steps = config.context_length + max(config.lags_sequence)
+        size, features, horizon = config.input_size, config.num_time_features, config.prediction_length
+        values = (B, steps) if size == 1 else (B, steps, size)
+        future = (B, horizon) if size == 1 else (B, horizon, size)
+        return dict(
+            past_values=randn(*values),
+            past_time_features=randn(B, steps, features),
+            past_observed_mask=torch.ones(values, dtype=torch.float64),
+            future_values=randn(*future),
+            future_time_features=randn(B, horizon, features),
+        )
+    channels = getattr(config, "num_input_channels", None)
+    if isinstance(channels, int):
+        return dict(past_values=randn(B, config.context_length, channels))
+    steps = 4 * config.patch_length
+    out = dict(past_values=randn(B, steps))
+    if "past_values_padding" in params:
+        out["past_values_padding"] = torch.zeros(B, steps, dtype=torch.long)
+    if "freq" in params:
+        out["freq"] = torch.zeros(B, 1, dtype=torch.long)
+    return out
+
+
 def _width(config) -> int:
     return getattr(config, "hidden_size", None) or getattr(config, "d_model", None) or 32
 
@@ -341,6 +375,8 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
             kwargs["spectrogram"] = torch.randn(B, tokens, mels, generator=g, dtype=torch.float64)
         else:  # BigVGAN (Qwen2.5-Omni): [B, mel bins, frames]
             kwargs["mel_spectrogram"] = torch.randn(B, mels, tokens, generator=g, dtype=torch.float64)
+    if "past_values" in params and not set(kwargs) - {"use_cache"}:  # a time series model
+        kwargs.update(_series(config, params, g))
     if not kwargs and "latents" in params:  # a codec's decoder (Mimi): continuous latents [B, width, frames]
         kwargs["latents"] = torch.randn(B, _width(config), tokens, generator=g, dtype=torch.float64)
     if "input_points" in params and "pixel_values" in kwargs:  # SAM: one prompt of two points per image

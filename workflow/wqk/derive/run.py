@@ -18,7 +18,13 @@ from .build import input_variants
 from .heads import config_path
 from .trace import Trace, default_dtype, tracing
 
-MODALITY_BY_INPUT = {"pixel_values": "vision", "input_features": "audio", "input_values": "audio", "input_ids": "text"}
+MODALITY_BY_INPUT = {
+    "pixel_values": "vision",
+    "input_features": "audio",
+    "input_values": "audio",
+    "input_ids": "text",
+    "past_values": "time series",
+}
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,8 @@ LAYER_KEYS = re.compile(
 )
 EXPERT_KEYS = re.compile(r"^(num_experts|num_local_experts|n_routed_experts|moe_num_experts|num_routed_experts)$")
 TOPK_KEYS = re.compile(r"^(num_experts_per_tok|num_experts_per_token|moe_topk|top_k|num_selected_experts|moe_k)$")
+SERIES_HORIZON = 12  # steps a forecaster predicts where its config leaves them to the checkpoint (and its context,
+# when unset): over Autoformer's default label_length of 10
 TOKEN_KEYS = re.compile(r"(_token_id|_token_index|_token_ids)$")
 
 # model_type -> config keys to set after the generic shrinking (why: where it is not obvious)
@@ -100,6 +102,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = first_heads  # as many key heads as query heads: what unset means
         if v is None and k == "clip_qkv":  # DBRX: None is no clipping, which its forward's clamp(None, None)
             out[k] = 1e9  # refuses; a bound no value reaches is the same
+        if v is None and k == "prediction_length":  # forecasters (Informer): a checkpoint states its horizon
+            out[k] = SERIES_HORIZON
         if v is None and k == "vocab_size":  # ESM: no vocabulary (nor padding token) by default
             out[k] = VOCAB
             if "pad_token_id" in own and own["pad_token_id"] is None:

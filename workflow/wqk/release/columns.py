@@ -39,7 +39,7 @@ PLAIN = {
     "family": "model family",
     "stack": "encoder, decoder (self-attention) or cross (cross-attention, reported separately)",
     "objective": "training objective of the stack: bidirectional, autoregressive, or cross-attention",
-    "modality": "text, vision or audio",
+    "modality": "text, vision, audio or time series",
     "n_params": "number of parameters (the catalogue's; empty when unknown)",
     "synthetic": "true for tiny random models and null references: never data",
     "figure": "the paper's figures and tables the model belongs to (the catalogue's figure keys)",
