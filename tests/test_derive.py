@@ -403,3 +403,41 @@ def test_time_series_models_run_on_past_values():
         assert {a.stack for a in d.record.attention} == stacks and d.facts["modality"] == "time series"
     auto = derive("autoformer")
     assert auto.category == "no attention" and "no softmax" in auto.reason, auto.reason
+
+
+@pytest.mark.parametrize(
+    "model_type",
+    [
+        "decision_transformer",  # a trajectory: states, actions, returns to go, timesteps
+        "xmod",  # each sequence's language adapter (lang_ids)
+        "blt_global_transformer",  # a tower that reads its input embeddings as another gives them
+        "musicgen_melody_decoder",  # token ids of every codebook, a row each
+        "step3p5",  # no layer slides, yet its forward builds a sliding mask: a window set
+    ],
+)
+def test_inputs_named_by_the_signature_and_fields_the_forward_reads_let_it_run(model_type):
+    d = derive(model_type)
+    assert d.ok, (d.category, d.reason)
+
+
+def test_sizes_tied_to_the_width_and_classes_built_on_the_config_itself():
+    """Parts that sum to the width are rescaled (Reformer's axial position embeddings); a codebook
+    size equal to a width elsewhere is kept (EnCodec's, a power of 2, in MusicGen Melody); the
+    model of a composite config is the class built on it, not AutoModel's decoder model."""
+    import transformers
+
+    from wqk.derive.build import model_class
+    from wqk.derive.shrink import WIDTH, tiny_config
+
+    reformer = tiny_config("reformer")
+    assert sum(reformer.axial_pos_embds_dim) == reformer.hidden_size == WIDTH
+    melody = tiny_config("musicgen_melody")
+    assert melody.audio_encoder.codebook_size == transformers.EncodecConfig().codebook_size
+    assert model_class(melody).config_class is type(melody)
+    assert model_class(tiny_config("exaone")).__name__ == "LlamaModel"  # no class of its own: AutoModel's
+
+
+def test_a_forward_that_overflows_float64_runs_in_float32():
+    """FSMT fills its causal mask with float64's minimum converted to float32: its forward runs
+    in float32, so its refusal, if any, is past the forward."""
+    assert derive("fsmt").category != "forward"

@@ -84,7 +84,8 @@ def _derive_quietly(model_type: str, fields: dict | None) -> Derivation:
 
 
 FILLS = 4  # missing config fields filled in, at most
-DTYPE_CLASH = re.compile(r"same dtype|should be the same|float != double|Float and Double")
+# a forward that makes float32 tensors of its own, or fills one with float64's minimum (FSMT's mask)
+DTYPE_CLASH = re.compile(r"same dtype|should be the same|float != double|Float and Double|float without overflow")
 
 
 def _derive(model_type: str, fields: dict | None) -> Derivation:
@@ -109,6 +110,7 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
     error = None
     # the second try: as many key heads as query heads; the third, in float32, where the forward
     # makes float32 tensors of its own that meet float64 weights (Inkling 2, FastSpeech 2's conformer)
+    # or that overflow with float64 values (FSMT)
     for kv_equal, dtype in ((False, torch.float64), (True, torch.float64), (False, torch.float32)):
         if dtype == torch.float32 and not DTYPE_CLASH.search(str(error)):
             continue

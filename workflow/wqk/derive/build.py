@@ -41,8 +41,23 @@ def model_class(config):
     name = MODEL_MAPPING_NAMES.get(config.model_type)
     if isinstance(name, (list, tuple)):
         name = name[0]
-    if name and hasattr(transformers, name) and _has_forward(getattr(transformers, name)):
-        return getattr(transformers, name)
+    auto = getattr(transformers, name, None) if name else None
+    if auto is not None and _has_forward(auto):
+        if isinstance(config, auto.config_class or object):
+            return auto
+        # built on another config class (MusicGen Melody's maps to its decoder's model): the module's
+        # own class of this config where it has one (EXAONE's Llama model stays)
+        try:
+            return _module_class(config, name)
+        except (LookupError, ImportError):
+            return auto
+    return _module_class(config, name)
+
+
+def _module_class(config, name):
+    """The one PreTrainedModel of the type's modeling modules built on the config's class."""
+    import transformers
+
     module = modeling_module(config.model_type)
     models = [
         c
@@ -222,7 +237,34 @@ def input_variants(model, seed: int = 0) -> list[dict]:
         features = inputs.get("input_features")
         if features is not None and features.ndim == 3:
             out.append(_with_mask(dict(inputs, input_features=features.transpose(1, 2).contiguous())))
-    return out + _waveform_variants(model, out, seed)
+    return out + _waveform_variants(model, out, seed) + _codebook_variants(model, out)
+
+
+def _codebook_variants(model, variants: list[dict]) -> list[dict]:
+    """After the others, where the config has codebooks: token ids of every codebook, [B x
+    codebooks, tokens] (MusicGen Melody's decoder reads one row per codebook), then one token per
+    codebook (Moshi's depth decoder: a step per codebook)."""
+    books = getattr(model.config, "num_codebooks", None)
+    if not isinstance(books, int) or books < 2:
+        return []
+    out = []
+    for inputs in variants:
+        rows = {k: v.repeat_interleave(books, 0) for k, v in inputs.items() if k in CODEBOOK_IDS and v.ndim == 2}
+        if rows:
+            out.append(dict(inputs, **rows))
+    for inputs in variants:
+        ids = inputs.get("input_ids")
+        if ids is not None and ids.ndim == 2 and ids.shape[1] > books:  # with the states beside them
+            n = ids.shape[1]
+            out.append({k: v[:, :books] if _along(v, n) else v for k, v in inputs.items()})
+    return out
+
+
+def _along(v, tokens: int) -> bool:
+    return isinstance(v, torch.Tensor) and v.ndim >= 2 and v.shape[1] == tokens
+
+
+CODEBOOK_IDS = ("input_ids", "decoder_input_ids")
 
 
 def _with_mask(inputs: dict) -> dict:
@@ -341,6 +383,24 @@ def _series(config, params, g) -> dict:
     return out
 
 
+BOXES = 5  # LXMERT's image regions
+
+
+def _trajectory(config, g, tokens: int) -> dict:
+    """An offline-RL trajectory of tokens steps: states, actions, returns to go and timesteps."""
+
+    def floats(*shape):
+        return torch.randn(B, tokens, *shape, generator=g, dtype=torch.float64)
+
+    return {
+        "states": floats(config.state_dim),
+        "actions": floats(config.act_dim),
+        "returns_to_go": floats(1),
+        "timesteps": torch.arange(tokens).expand(B, -1),
+        "attention_mask": torch.ones(B, tokens, dtype=torch.long),
+    }
+
+
 def _width(config) -> int:
     return getattr(config, "hidden_size", None) or getattr(config, "d_model", None) or 32
 
@@ -379,17 +439,27 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
         kwargs.update(_series(config, params, g))
     if not kwargs and "latents" in params:  # a codec's decoder (Mimi): continuous latents [B, width, frames]
         kwargs["latents"] = torch.randn(B, _width(config), tokens, generator=g, dtype=torch.float64)
+    if not kwargs and "states" in params and "actions" in params:  # a trajectory (Decision Transformer)
+        kwargs.update(_trajectory(config, g, tokens))
+    if "visual_feats" in params and "visual_feats" not in kwargs:  # LXMERT: region features and boxes
+        kwargs["visual_feats"] = torch.randn(B, BOXES, config.visual_feat_dim, generator=g, dtype=torch.float64)
+        kwargs["visual_pos"] = torch.rand(B, BOXES, config.visual_pos_dim, generator=g, dtype=torch.float64)
+    if "last_hidden_state" in params and "input_ids" in kwargs:  # Moshi's depth decoder: the main decoder's states
+        width = getattr(config, "input_size", None) or _width(config)
+        kwargs["last_hidden_state"] = torch.randn(B, tokens, width, generator=g, dtype=torch.float64)
+    if "lang_ids" in params and "input_ids" in kwargs:  # X-MOD: each sequence's language adapter, the first
+        kwargs["lang_ids"] = torch.zeros(B, dtype=torch.long)
     if "input_points" in params and "pixel_values" in kwargs:  # SAM: one prompt of two points per image
         size = kwargs["pixel_values"].shape[-1]
         kwargs["input_points"] = torch.rand(B, 1, 2, 2, generator=g, dtype=torch.float64) * size
     mask = params.get("input_features_mask")
     if mask is not None and "input_features" in kwargs and mask.default is inspect.Parameter.empty:
         kwargs["input_features_mask"] = _every_frame(kwargs["input_features"])  # Qwen3-ASR's encoder
-    for name in ("hidden_states", "query_embeds"):
+    for name in ("hidden_states", "query_embeds", "inputs_embeds"):
         p = params.get(name)
         if p is not None and p.default is inspect.Parameter.empty and not kwargs:
-            # a tower that reads its states as they come from another (FLAVA's multimodal encoder), or
-            # learned queries (BLIP-2's Q-Former)
+            # a tower that reads its states as they come from another (FLAVA's multimodal encoder, BLT's
+            # global transformer), or learned queries (BLIP-2's Q-Former)
             width = getattr(config, "input_dim", None) or _width(config)
             kwargs[name] = torch.randn(B, tokens, width, generator=g, dtype=torch.float64)
     crosses = any("crossattention" in n or "encoder_attn" in n or "cross_attn" in n for n, _ in model.named_modules())

@@ -100,6 +100,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = 2  # DeepSeek-V2: experts, and no top-k set
         if v is None and KV_KEYS.match(k) and first_heads:  # Nemotron: unset, and its forward divides by it
             out[k] = first_heads  # as many key heads as query heads: what unset means
+        if v is None and k == "sliding_window" and _none_slides(own.get("layer_types")):
+            out[k] = 4  # Step 3.5: no layer slides, but the forward builds a sliding mask all the same
         if v is None and k == "clip_qkv":  # DBRX: None is no clipping, which its forward's clamp(None, None)
             out[k] = 1e9  # refuses; a bound no value reaches is the same
         if v is None and k == "prediction_length":  # forecasters (Informer): a checkpoint states its horizon
@@ -118,7 +120,9 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             v in widths
             and v >= 64
             and re.search(r"(size|dim|channels|_hidden|groups)$", k)  # groups = width: depthwise (Mimi)
-            and not re.search(r"(vocab|position|image|patch|window|kernel|head_dim|stride|intermediate|ffn)", k)
+            and not re.search(
+                r"(vocab|position|image|patch|window|kernel|head_dim|stride|intermediate|ffn|codebook_size)", k
+            )
         ):
             out[k] = WIDTH
         elif FFN_KEYS.search(k):
@@ -160,6 +164,9 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = LATENT[k]  # 0 is a part left out (GLM-5 Next: no rotary part), kept
         elif k == "rotary_dim" and isinstance(own.get("head_dim") or own.get("n_head"), int):
             out[k] = min(v, HEAD_DIM // 2)  # GPT-J, CodeGen: a part of each head rotates
+    for k, v in own.items():  # parts that sum to a width (Reformer's axial_pos_embds_dim), rescaled
+        if isinstance(v, (list, tuple)) and len(v) > 1 and all(_int(x) for x in v) and sum(v) in widths:
+            out[k] = _split(WIDTH, v)
     for k in ("image_size", "input_size", "img_size"):  # [height, width] (YOLOS: [800, 1333])
         v = own.get(k)
         if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, int) and x > 32 for x in v):
@@ -181,6 +188,17 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
     _rope_sections(out)
     _rope_context(out, own)
     return out
+
+
+def _none_slides(types) -> bool:
+    return isinstance(types, (list, tuple)) and bool(types) and not any("sliding" in str(t) for t in types)
+
+
+def _split(total: int, parts) -> list[int]:
+    """total split in the proportions of parts (each at least 1)."""
+    new = [max(1, round(p * total / sum(parts))) for p in parts]
+    new[0] += total - sum(new)
+    return new
 
 
 def _query_heads(out: dict, kv_key: str) -> int | None:
@@ -245,8 +263,8 @@ def _remap_token_ids(out: dict, vocab: int) -> None:
     def inside(i):
         if not isinstance(i, int) or isinstance(i, bool) or i < vocab:
             return i
-        if i not in seen:
-            seen[i] = next(spare)
+        if i not in seen:  # no spare id left (Decision Transformer's vocabulary of 1, no tokens read): kept
+            seen[i] = next(spare, i)
         return seen[i]
 
     for k, v in list(out.items()):
