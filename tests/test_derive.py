@@ -441,3 +441,54 @@ def test_a_forward_that_overflows_float64_runs_in_float32():
     """FSMT fills its causal mask with float64's minimum converted to float32: its forward runs
     in float32, so its refusal, if any, is past the forward."""
     assert derive("fsmt").category != "forward"
+
+
+def test_a_backbone_read_at_several_levels_keeps_its_stages():
+    """RT-DETR reads its ResNet's stages 2 to 4 (AIFI attends over the last): the stages those
+    name are kept, with the per-level widths of its encoder's outputs shrunk (decoder_in_channels);
+    a Swin backbone read at four levels gets an image whose fourth stage has more than one token;
+    stages that are layers (Depth Anything's DINOv2) are cut with the depth."""
+    from wqk.derive.shrink import WIDTH, tiny_config
+
+    rt = tiny_config("rt_detr")
+    assert rt.backbone_config.out_indices == [2, 3, 4] and len(rt.backbone_config.depths) == 4
+    assert rt.decoder_in_channels == [WIDTH] * 3 and rt.num_queries <= 16
+    swin = tiny_config("maskformer").backbone_config
+    assert len(swin.depths) == 4 and swin.image_size == 128 and len(set(swin.num_heads)) == 4
+    assert tiny_config("depth_anything").backbone_config.num_hidden_layers == 2
+
+
+def test_the_inputs_of_detectors_and_list_main_inputs():
+    """An image that gives RT-DETR's coarsest level (stride 32) 4 x 4 tokens; OneFormer's main
+    inputs, a list, and its task tokens (task_seq_len of them); LW-DETR ViT's backbone, which reads
+    pixels, built rather than its encoder of windowed states."""
+    from wqk.derive.build import build, forward_inputs, model_class
+    from wqk.derive.shrink import tiny_config
+
+    rt = build(tiny_config("rt_detr"))
+    assert forward_inputs(rt)["pixel_values"].shape[-1] == 128
+    one = tiny_config("oneformer")
+    inputs = forward_inputs(build(one))
+    assert set(inputs) == {"pixel_values", "task_inputs"} and inputs["task_inputs"].shape[-1] == one.task_seq_len
+    assert model_class(tiny_config("lw_detr_vit")).__name__ == "LwDetrViTBackbone"
+
+
+def test_sizes_computed_after_a_repair_and_stored_under_an_alias():
+    """LW-DETR: its projector's channels, one a feature level (its hint: one level), computed by
+    the class once its image size is repaired; OmDet-Turbo's encoder_hidden_dim, stored as d_model,
+    shrunk; EoMT's last layers with queries (num_blocks) fewer than the tiny depth."""
+    from wqk.derive.shrink import WIDTH, tiny_config
+
+    lw = tiny_config("lw_detr")
+    assert lw.projector_in_channels == [WIDTH] and lw.num_feature_levels == 1
+    assert tiny_config("omdet-turbo").encoder_hidden_dim == WIDTH
+    eomt = tiny_config("eomt")
+    assert 0 < eomt.num_blocks < eomt.num_hidden_layers
+
+
+def test_rt_detr_derives():
+    """Its AIFI encoder over the backbone's last level, the ResNet's convolutions drawn at their fan-in
+    (of the kernel alone, four stages of them drove the logits to 1e41)."""
+    d = derive("rt_detr")
+    assert d.ok, (d.category, d.reason)
+    assert {a.stack for a in d.record.attention} >= {"encoder", "decoder"}

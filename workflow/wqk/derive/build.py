@@ -74,8 +74,12 @@ def _module_class(config, name):
             "of a composite model's config (scored with the composite)"
         )
     found = [c for c in models if _has_forward(c)]
-    # a base model first, else a task head (a type whose only model is one: depth estimation)
-    found.sort(key=lambda c: ("For" in c.__name__, not c.__name__.endswith("Model"), len(c.__name__)))
+    # a base model first, else a task head (a type whose only model is one: depth estimation); of
+    # the others, one whose forward reads its main input (LW-DETR ViT's backbone, not its encoder
+    # of windowed states)
+    found.sort(
+        key=lambda c: ("For" in c.__name__, not c.__name__.endswith("Model"), not _reads_main_input(c), len(c.__name__))
+    )
     if not found:
         raise LookupError(f"no base model class for config {type(config).__name__} in {module.__name__}")
     return found[0]
@@ -95,6 +99,11 @@ def _sibling_modules(module) -> list:
             except Exception:  # a module that needs a library not installed
                 continue
     return out
+
+
+def _reads_main_input(cls) -> bool:
+    main = getattr(cls, "main_input_name", None)
+    return isinstance(main, str) and main in inspect.signature(cls.forward).parameters
 
 
 def _has_forward(cls) -> bool:
@@ -119,8 +128,12 @@ def build(config, cls=None, dtype: torch.dtype = torch.float64) -> torch.nn.Modu
 
 def randomised(model: torch.nn.Module) -> torch.nn.Module:
     """model's parameters drawn afresh from a fixed seed, in place: 1-d ones around 1 (gains) or
-    0 (biases), matrices with unit-variance outputs; learned scalars kept."""
+    0 (biases), matrices and convolutions with unit-variance outputs; learned scalars kept."""
     generator = torch.Generator().manual_seed(SEED + 1)
+    # a convolution's outputs each sum its input channels times its kernel ([out, in, *kernel]): the
+    # kernel alone would let each of a deep backbone's convolutions widen its activations (RT-DETR's
+    # ResNet of four stages, to 1e41)
+    convolutions = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.modules.conv._ConvNd)}
     with torch.no_grad():
         for name, p in model.named_parameters():
             noise = torch.randn(p.shape, generator=generator, dtype=p.dtype)
@@ -129,7 +142,8 @@ def randomised(model: torch.nn.Module) -> torch.nn.Module:
             if p.ndim == 1:
                 p.copy_((0.0 if name.endswith("bias") else 1.0) + 0.2 * noise)
             else:
-                p.copy_(noise / max(1.0, p.shape[-1]) ** 0.5)
+                fan_in = math.prod(p.shape[1:]) if id(p) in convolutions else p.shape[-1]
+                p.copy_(noise / max(1.0, fan_in) ** 0.5)
     return model
 
 
@@ -158,9 +172,17 @@ def _int(v):
     return v[0] if isinstance(v, (list, tuple)) else v
 
 
+LEVEL_SIDE = 4  # the coarsest feature level of a multi-level detector: 4 x 4 tokens
+
+
 def _pixels(config, g) -> torch.Tensor:
-    vision = _sub(config, "vision_config")
-    size = _int(getattr(vision, "image_size", None) or 32)
+    """An image of the config's size (its vision tower's, its backbone's), else 32 pixels, or as
+    many as give a detector's coarsest feature level (its largest stride: RT-DETR's AIFI attends
+    over it) LEVEL_SIDE tokens a side."""
+    vision = _sub(config, "vision_config", "backbone_config")
+    strides = getattr(config, "feat_strides", None) or getattr(config, "feature_strides", None)
+    coarsest = max(strides) if isinstance(strides, (list, tuple)) and strides else 0
+    size = _int(getattr(vision, "image_size", None) or max(32, LEVEL_SIDE * coarsest))
     channels = getattr(vision, "num_channels", 3)
     return torch.randn(B, channels, size, size, generator=g, dtype=torch.float64)
 
@@ -304,10 +326,9 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
     config = model.config
     params = inspect.signature(model.forward).parameters
     g = torch.Generator().manual_seed(SEED + 2 + 1000 * seed)
-    vocab = getattr(_sub(config, "text_config"), "vocab_size", None) or getattr(config, "vocab_size", None) or 100
 
     def ids(n=tokens):
-        return torch.randint(3, max(4, min(vocab, 100)), (B, n), generator=g)
+        return _ids(config, g, n)
 
     makers = {
         "input_ids": ids,
@@ -321,6 +342,8 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
             patches["pixel_values"] = patches.pop("hidden_states")
         return patches
     main = getattr(model, "main_input_name", "input_ids")
+    if isinstance(main, (list, tuple)):  # OneFormer's pixels and task tokens: the first one made here
+        main = next((k for k in main if k in makers), "input_ids")
     if main not in params:
         main = next((k for k in makers if k in params), main)
     kwargs = {main: makers[main]()} if main in makers and main in params else {}
@@ -338,6 +361,12 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
         kwargs["decoder_input_ids"] = ids(tokens - 2)
     _by_signature(model, params, kwargs, g, tokens)
     return kwargs
+
+
+def _ids(config, g, n: int) -> torch.Tensor:
+    """[B, n] token ids of the vocabulary (its first 100), past the special ones."""
+    vocab = getattr(_sub(config, "text_config"), "vocab_size", None) or getattr(config, "vocab_size", None) or 100
+    return torch.randint(3, max(4, min(vocab, 100)), (B, n), generator=g)
 
 
 def _samples(config, tokens: int) -> int:
@@ -452,6 +481,10 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
     if "input_points" in params and "pixel_values" in kwargs:  # SAM: one prompt of two points per image
         size = kwargs["pixel_values"].shape[-1]
         kwargs["input_points"] = torch.rand(B, 1, 2, 2, generator=g, dtype=torch.float64) * size
+    for name, p in params.items():  # OneFormer's task_inputs: a task's tokens, task_seq_len of them
+        length = getattr(config, name.removesuffix("_inputs") + "_seq_len", None)
+        if name.endswith("_inputs") and p.default is inspect.Parameter.empty and isinstance(length, int):
+            kwargs.setdefault(name, _ids(config, g, length))
     mask = params.get("input_features_mask")
     if mask is not None and "input_features" in kwargs and mask.default is inspect.Parameter.empty:
         kwargs["input_features_mask"] = _every_frame(kwargs["input_features"])  # Qwen3-ASR's encoder

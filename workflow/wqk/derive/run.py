@@ -101,9 +101,14 @@ def _first_that_runs(model, module, name: str) -> tuple[Step, Trace] | Exception
                 return Step(name, inputs, other, default), trace
             except Exception as e:
                 error = error or e
-                if "without overflow" not in str(e):
+                if not FLOAT32_MADE.search(str(e)):
                     break
     return error
+
+
+# errors of tensors a forward makes without a dtype (float32) beside float64 ones: XGLM's overflow,
+# DAB-DETR's decoder queries of torch.zeros fed to float64 layers
+FLOAT32_MADE = re.compile(r"without overflow|must have the same dtype|Float and Double|expected scalar type Double")
 
 
 def _has_attention(tower: Tower) -> bool:

@@ -49,6 +49,9 @@ HINTS: dict[str, dict] = {
     # second of the two layers attention, as their checkpoints' indices would leave none of two
     "bamba": {"attn_layer_indices": [1]},
     "granitemoehybrid": {"layer_types": ["linear_attention", "full_attention"]},
+    # a default config of no feature level (projector_scale_factors empty), which its forward cannot
+    # run; LW-DETR's small and tiny checkpoints project one level (P4: a scale of 1.0)
+    "lw_detr": {"projector_scale_factors": [1.0]},
     # one attention block shared by its hybrid layers, tied to the first: two of them, so that the
     # tie has a layer to tie
     "zamba": {
@@ -114,16 +117,11 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = dict(RESNET)
         elif _is_sub(v, k):
             out[k] = _shrink_dict(v, counts, kv_equal, widths)
+        if _widths_per_level(k, v, widths):  # RT-DETR's decoder_in_channels: the encoder's width, per level
+            out[k] = [WIDTH] * len(v)
         if not isinstance(v, int) or isinstance(v, bool) or HEAD_KEYS.match(k):
             continue
-        if WIDTH_KEYS.match(k) or (
-            v in widths
-            and v >= 64
-            and re.search(r"(size|dim|channels|_hidden|groups)$", k)  # groups = width: depthwise (Mimi)
-            and not re.search(
-                r"(vocab|position|image|patch|window|kernel|head_dim|stride|intermediate|ffn|codebook_size)", k
-            )
-        ):
+        if WIDTH_KEYS.match(k) or _is_width(k, v, widths):
             out[k] = WIDTH
         elif FFN_KEYS.search(k):
             out[k] = 2 * WIDTH
@@ -146,6 +144,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = 4
         elif k == "patch_size" and v > 8:
             out[k] = 8
+        elif k == "num_queries" and v > QUERIES:  # object queries: RT-DETR picks them among the image's anchors
+            out[k] = QUERIES
         elif k == "sliding_window" and v > 4:
             out[k] = 4
         elif k == "max_source_positions" and v > 16:  # audio frames (Whisper: 1500)
@@ -174,12 +174,13 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
     tubelet = own.get("tubelet_size")  # VideoPrism: [frames, height, width] of a tubelet
     if isinstance(tubelet, (list, tuple)) and len(tubelet) == 3 and all(isinstance(x, int) for x in tubelet):
         out["tubelet_size"] = [tubelet[0], *(min(x, 8) for x in tubelet[1:])]
-    for k in ("out_features", "out_indices", "stage_names"):  # backbone stages: recomputed from the depth
-        out.pop(k, None)
+    levels = _levels(own)
+    for k in ("out_features", "out_indices", "stage_names") if not levels else ("stage_names",):
+        out.pop(k, None)  # backbone stages: recomputed from the depth
     if out.get("use_timm_backbone"):  # DETR and kin: the transformers ResNet, not timm's (not installed)
         out["use_timm_backbone"] = False
         out["use_pretrained_backbone"] = False
-    _stages(out, own)
+    _stages(out, own, max(levels, default=0))
     for k in [k for k in out if "softcap" in k and "attn" in k and out[k] is not None]:
         out[k] = 1e9  # a monotone map of q.k, tanh(s / cap) * cap: the identity to 1e-18 with this cap
     if isinstance(out.get("vocab_size"), int):
@@ -199,6 +200,23 @@ def _split(total: int, parts) -> list[int]:
     new = [max(1, round(p * total / sum(parts))) for p in parts]
     new[0] += total - sum(new)
     return new
+
+
+def _is_width(key: str, v: int, widths: set[int]) -> bool:
+    """A field that names a size equal to one of the config's widths (a tower's out_hidden_size)."""
+    return (
+        v in widths
+        and v >= 64
+        and re.search(r"(size|dim|channels|_hidden|groups)$", key) is not None  # groups = width: depthwise (Mimi)
+        and not re.search(
+            r"(vocab|position|image|patch|window|kernel|head_dim|stride|intermediate|ffn|codebook_size)", key
+        )
+    )
+
+
+def _widths_per_level(key: str, v, widths: set[int]) -> bool:
+    """A list of sizes, each one of the config's widths (a feature level's channels)."""
+    return isinstance(v, (list, tuple)) and bool(v) and all(_int(x) and _is_width(key, x, widths) for x in v)
 
 
 def _query_heads(out: dict, kv_key: str) -> int | None:
@@ -224,21 +242,37 @@ def _rope_context(out: dict, own: dict) -> None:
 
 POSITIONS = ("max_position_embeddings", "n_positions", "max_seq_len", "max_sequence_length", "n_ctx", "seq_length")
 MAX_POSITIONS = 512
+QUERIES = 16  # object queries (DETR and kin): fewer than a 32-pixel image's anchors over its levels
 LATENT = {"qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16, "kv_lora_rank": 32, "q_lora_rank": 48,
           "qk_head_dim": 32}  # fmt: skip
 RESNET = {"model_type": "resnet", "depths": [1, 1], "hidden_sizes": [32, 64], "embedding_size": 32,
           "out_features": ["stage2"]}  # fmt: skip
-STAGE_HEADS = (3, 6)  # per-stage head counts of hierarchical vision models (Swin): width 96, then 192
+STAGE_HEADS = (3, 6, 12, 24)  # per-stage head counts of hierarchical vision models (Swin): width 96, 192, ...
 
 
-def _stages(out: dict, own: dict) -> None:
-    """Hierarchical vision models (Swin, its kin): two stages of one and two blocks, head counts
-    per stage that differ, a window that fits a 32-pixel image of 4-pixel patches."""
+def _levels(own: dict) -> list[int]:
+    """The stages a backbone config hands on where it hands on several (RT-DETR's ResNet: stages 2
+    to 4, which its encoder's per-level lists and AIFI's encode_proj_layers index), else none: a
+    backbone read at its last stage only (its default) is cut with its depth."""
+    names, indices, depths = own.get("stage_names"), own.get("out_indices"), own.get("depths")
+    if not (isinstance(names, (list, tuple)) and isinstance(indices, (list, tuple)) and len(indices) > 1):
+        return []
+    if not (isinstance(depths, (list, tuple)) and len(names) == len(depths) + 1):
+        return []  # stages that are layers (DINOv2 as Depth Anything's backbone): cut with the depth
+    return [i % len(names) for i in indices if isinstance(i, int)]
+
+
+def _stages(out: dict, own: dict, kept: int = 0) -> None:
+    """Hierarchical vision models (Swin, its kin): two stages of one and two blocks (as many
+    stages as kept, the backbone levels a parent reads, with a block each past the second), head
+    counts per stage that differ, a window that fits a 32-pixel image of 4-pixel patches (an image
+    twice as large a side for each stage past the second: MaskFormer's Swin attends over windows
+    of its fourth stage's tokens, none of one token)."""
     depths = own.get("depths")
     if not (isinstance(depths, (list, tuple)) and depths and all(isinstance(d, int) for d in depths)):
         return
-    n = min(len(depths), 2)
-    out["depths"] = [1, 2][:n]
+    n = min(len(depths), max(2, kept))
+    out["depths"] = [1, 2, *[1] * (n - 2)][:n]
     if isinstance(own.get("num_heads"), (list, tuple)):
         out["num_heads"] = list(STAGE_HEADS[:n])
     for k in ("num_layers", "num_stages", "num_encoder_blocks"):
@@ -246,8 +280,8 @@ def _stages(out: dict, own: dict) -> None:
             out[k] = n
     if "window_size" in own and isinstance(own["window_size"], int):
         out["window_size"] = 4
-    if "image_size" in own:
-        out["image_size"] = 32
+    if "image_size" in own:  # the last of more than two stages as large as the second of 32 pixels
+        out["image_size"] = 32 * 2 ** (n - 2)
     if isinstance(own.get("patch_size"), int):
         out["patch_size"] = 4
     for k, v in own.items():  # other per-stage lists (mlp ratios, drop rates)
@@ -278,7 +312,8 @@ def _remap_token_ids(out: dict, vocab: int) -> None:
 def _shrink_layer_lists(out: dict, own: dict) -> None:
     """Per-layer settings cut with the depth. layer_types: the shortest prefix holding every kind
     it lists (the depth raised to it); every other list as long as the old depth (mlp_layer_types,
-    per-layer intermediate sizes) cut to the new one; per_layer_config keys past it dropped."""
+    per-layer intermediate sizes) cut to the new one; per_layer_config keys past it dropped; a
+    count of last layers of another kind (num_blocks) under the new depth."""
     key = next((k for k in own if LAYER_KEYS.match(k) and isinstance(own[k], int)), None)
     if key is None:
         return
@@ -299,6 +334,9 @@ def _shrink_layer_lists(out: dict, own: dict) -> None:
             n += 1
             out["num_kv_shared_layers"] = 1
         out[key] = n
+    blocks = own.get("num_blocks")  # EoMT: its last num_blocks layers also attend from learned queries
+    if _int(blocks) and isinstance(old, int) and n <= blocks < old:
+        out["num_blocks"] = max(1, n - 1)  # both kinds of layer, as in the checkpoint
     for k, v in own.items():
         if isinstance(v, (list, tuple)) and isinstance(old, int) and len(v) == old and old > n:
             out[k] = list(v[:n])
@@ -384,21 +422,33 @@ def _repaired(cls, d: dict, own: dict):
         for path, value in _moves(d, own, message):
             trial = _with(d, path, value)
             try:
-                return cls.from_dict(trial)
+                made = cls.from_dict(trial)
             except Exception as e:
                 if _shape(str(e)) != _shape(message):
                     d, error = trial, e
                     break
+            else:
+                return _with_computed(cls, trial, own, made)
         else:
             raise error
     raise error
 
 
+def _with_computed(cls, d: dict, own: dict, made):
+    """The config of repaired fields, the sizes its class computes left to it where the validators
+    refused the first try (LW-DETR's image size, repaired, then its projector's channels), else made."""
+    try:
+        return cls.from_dict(_recomputed(cls, d, own))
+    except Exception:
+        return made
+
+
 def _recomputed(cls, d: dict, own: dict) -> dict:
     """d with the sizes its class computes from others handed back to it: a field declared "auto"
     (Bamba's mamba_d_head: mamba_expand x hidden_size / mamba_n_heads) set to "auto", and an integer
-    that is no declared field but which the class sets itself (D-FINE's head_dim, Zamba 2's
-    mamba_headdim: computed in __post_init__, where a key passed back would overwrite them)
+    or list that is no declared field but which the class sets itself (D-FINE's head_dim, Zamba 2's
+    mamba_headdim, LW-DETR's projector_in_channels: computed in __post_init__, where a key passed
+    back would overwrite them)
     dropped, and a field declared None that the shrinking left at a full size over BIG, which the
     class computes when unset (Zamba's attention_hidden_size: 2 x hidden_size), unset. The
     config's own values of these came from its full sizes, which no longer hold."""
@@ -408,7 +458,9 @@ def _recomputed(cls, d: dict, own: dict) -> dict:
         return d
     fields = {f.name: f.default for f in dataclasses.fields(cls)}
     out = {k: "auto" if fields.get(k) == "auto" else v for k, v in d.items()}
-    extra = [k for k, v in out.items() if k not in fields and _int(v) and k not in cls.attribute_map]
+    # a field stored under the name its alias maps to (OmDet-Turbo's encoder_hidden_dim as d_model) is declared
+    aliases = {*cls.attribute_map, *cls.attribute_map.values()}
+    extra = [k for k, v in out.items() if k not in fields and _computed(v) and k not in aliases]
     # a size left at its full value that the class computes when unset (Zamba's attention_hidden_size)
     unset = [k for k, v in out.items() if fields.get(k, 0) is None and _int(v) > BIG and own.get(k) == v]
     if not extra and not unset:
@@ -424,6 +476,12 @@ def _recomputed(cls, d: dict, own: dict) -> dict:
             continue  # the class sets it
         kept[k] = None if k in unset and getattr(made, k, None) is not None else v
     return kept
+
+
+def _computed(v) -> bool:
+    """A value a class may compute from its fields: an integer, or a list (LW-DETR's
+    projector_in_channels and num_feature_levels, one a feature level, empty with none)."""
+    return (isinstance(v, int) and not isinstance(v, bool)) or isinstance(v, (list, tuple))
 
 
 def _moves(d: dict, own: dict, message: str):
