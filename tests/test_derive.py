@@ -492,3 +492,13 @@ def test_rt_detr_derives():
     d = derive("rt_detr")
     assert d.ok, (d.category, d.reason)
     assert {a.stack for a in d.record.attention} >= {"encoder", "decoder"}
+
+
+def test_a_softmax_written_out_is_no_reason_to_count_a_type_without_attention():
+    """Reformer's LSH attention computes exp(logits - logsumexp), which a derivation does not see as
+    a softmax: it is refused as not bilinear by name (a content-dependent bucket mask), not counted
+    as having no attention."""
+    from wqk.derive.coverage import statuses
+
+    (reformer,) = statuses(["reformer"])
+    assert (reformer.status, reformer.category) == ("refused", "not bilinear") and "LSH" in reformer.detail
