@@ -49,6 +49,9 @@ HINTS: dict[str, dict] = {
     "granitemoehybrid": {"layer_types": ["linear_attention", "full_attention"]},
     # one attention block shared by its hybrid layers, tied to the first: two of them, so that the
     # tie has a layer to tie
+    # the quantizer's input: the acoustic and the semantic encoder's widths concatenated (1024 + 1024)
+    "xcodec2": {"quantization_dim": 2 * WIDTH},
+    "neucodec": {"quantization_dim": 2 * WIDTH},
     "zamba": {
         "num_hidden_layers": 5,
         "layers_block_type": ["linear_attention", "linear_attention", "hybrid", "linear_attention", "hybrid"],
@@ -113,7 +116,7 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
         if WIDTH_KEYS.match(k) or (
             v in widths
             and v >= 64
-            and re.search(r"(size|dim|channels|_hidden|groups)$", k)  # groups = width: depthwise (Mimi)
+            and re.search(r"(size|dim|channels?|_hidden|groups)$", k)  # groups = width: depthwise (Mimi)
             and not re.search(r"(vocab|position|image|patch|window|kernel|head_dim|stride|intermediate|ffn)", k)
         ):
             out[k] = WIDTH
