@@ -315,6 +315,7 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
         "pixel_values": lambda: _pixels(config, g),
         "input_values": lambda: torch.randn(B, _samples(config, tokens), generator=g, dtype=torch.float64),
         "input_features": lambda: _features(config, g),
+        "audio_mel": lambda: _features(config, g).transpose(1, 2).contiguous(),  # Gemma 3n: [B, frames, mel bins]
     }
     if "grid_thw" in params:  # Qwen2-VL's vision tower and its kin: flattened patches and their grid
         patches = _patches(config, g)
@@ -419,6 +420,11 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
         # CLAP: spectrograms as images, [B, channels (crops), frames, mel bins]
         frames = kwargs["input_features"].transpose(1, 2)[:, None]
         kwargs["input_features"] = frames.expand(-1, channels, -1, -1).contiguous()
+    if "audio_mel_mask" in params and "audio_mel" in kwargs:  # Gemma 3n: True where a frame is padding
+        kwargs["audio_mel_mask"] = torch.zeros(kwargs["audio_mel"].shape[:2], dtype=torch.bool)
+    hop = _int_field(_audio(config), "hop_length")
+    if "chunk_sample_lengths" in params and "input_features" in kwargs and hop:  # dots.note: each chunk's samples
+        kwargs["chunk_sample_lengths"] = torch.full((B,), kwargs["input_features"].shape[-1] * hop)
     if "feature_lens" in params and "input_features" in kwargs:  # Qwen2.5-Omni's audio: one sample's frames, packed
         kwargs["input_features"] = kwargs["input_features"][0]
         kwargs["feature_lens"] = torch.tensor([kwargs["input_features"].shape[-1]])
