@@ -229,6 +229,14 @@ def test_refusals_name_their_category():
     assert derive("blip_text_model").ok  # its model class lives in another module (modeling_blip_text)
     assert derive("pocket_tts_audio_tokenizer_decoder").ok  # a codec's decoder: run on latents
     assert derive("mimi").ok  # a codec: a waveform of as many frames at its frame rate as tokens elsewhere
+    # float32 tensors of its own meet float64 weights only with 128 mel bins (the variant that fits): retried
+    # in float32, it runs; queries scaled per dimension, and content-position terms
+    assert derive("gemma4_audio").category == "not bilinear"
+    # its root forward fails with key heads fewer than query heads, and its towers leave its decoder out: the
+    # root's error, so the retry with as many key heads runs it (its semantic encoder's relative positions)
+    assert derive("xcodec2").category == "not bilinear"
+    muse = derive("muse_spark_audio")  # a waveform of whole tokens runs it: convolutions only
+    assert muse.category == "no attention" and "forward ran no softmax" in muse.reason, muse.reason
     vocoder = derive("speecht5_hifigan")  # run on mel frames: its forward, not only its source, has no attention
     assert vocoder.category == "no attention" and "forward ran no softmax" in vocoder.reason, vocoder.reason
 
@@ -248,6 +256,12 @@ def test_refusals_name_their_category():
         ("siglip2_vision_model", {"encoder"}),  # NaFlex: flattened patches, their grid and mask
         ("pix2struct_vision_model", {"encoder"}),  # flattened patches led by their row and column
         ("granitemoehybrid", {"decoder"}),  # a hybrid whose default config has no attention layer: a hint
+        ("qwen2_5_omni_audio_encoder", {"encoder"}),  # one sample's features packed, and feature_lens
+        ("clap_audio_model", {"encoder"}),  # spectrograms as images [B, channels, frames, mel bins]
+        ("pe_audio_encoder", {"encoder"}),  # a waveform of whole frames of its DAC codec's hop length
+        ("phi4_multimodal_audio", {"encoder"}),  # features as hidden_states; its required mask as None
+        ("dots3_note_audio_encoder", {"encoder"}),  # each chunk's samples (chunk_sample_lengths)
+        ("fun_asr_nano_encoder", {"encoder"}),  # mel bins x stacked frames, a mask over the frames
     ],
 )
 def test_the_forwards_reach_nested_towers_and_the_inputs_they_name(model_type, stacks):
@@ -502,3 +516,12 @@ def test_a_softmax_written_out_is_no_reason_to_count_a_type_without_attention():
 
     (reformer,) = statuses(["reformer"])
     assert (reformer.status, reformer.category) == ("refused", "not bilinear") and "LSH" in reformer.detail
+
+
+def test_audio_features_are_as_wide_as_the_config_says():
+    from wqk.derive.build import _feature_width
+    from wqk.derive.shrink import tiny_config
+
+    assert _feature_width(tiny_config("wav2vec2-bert")) == 160  # two frames of 80 mel bins stacked
+    assert _feature_width(tiny_config("fun_asr_nano_encoder")) == 80 * 7  # num_stacked_frames
+    assert _feature_width(tiny_config("xcodec2")) == 160  # its semantic encoder's (Wav2Vec2-BERT)

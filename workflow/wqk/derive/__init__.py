@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import re
 import traceback
 import warnings
 from pathlib import Path
@@ -25,6 +24,7 @@ from ..adapters.record import Tiny
 from ..checkpoints.checkpoint import TIMM
 from ..errors import UnsupportedModelType
 from .calls import CATEGORIES, Underivable
+from .run import DTYPE_CLASH
 from .verified import Derivation, no_rotation, record_of
 
 __all__ = ["CATEGORIES", "Derivation", "derive"]
@@ -84,8 +84,6 @@ def _derive_quietly(model_type: str, fields: dict | None) -> Derivation:
 
 
 FILLS = 4  # missing config fields filled in, at most
-# a forward that makes float32 tensors of its own, or fills one with float64's minimum (FSMT's mask)
-DTYPE_CLASH = re.compile(r"same dtype|should be the same|float != double|Float and Double|float without overflow")
 
 
 def _derive(model_type: str, fields: dict | None) -> Derivation:

@@ -187,11 +187,38 @@ def _pixels(config, g) -> torch.Tensor:
     return torch.randn(B, channels, size, size, generator=g, dtype=torch.float64)
 
 
-def _features(config, g) -> torch.Tensor:
-    audio = _sub(config, "audio_config")
-    mels = getattr(audio, "num_mel_bins", None) or getattr(audio, "feature_size", None) or 80
-    frames = 2 * (getattr(audio, "max_source_positions", None) or 16)
-    return torch.randn(B, mels, frames, generator=g, dtype=torch.float64)
+def _features(config, g, frames: int | None = None) -> torch.Tensor:
+    """Audio features [B, width, frames]: as many frames as the positions allow (twice the source
+    positions), else one attention window's chunk (Qwen3-ASR pads to whole chunks of 2 n_window)."""
+    audio = _audio(config)
+    window = getattr(audio, "n_window", None)
+    frames = frames or 2 * (getattr(audio, "max_source_positions", None) or (window if isinstance(window, int) else 16))
+    return torch.randn(B, _feature_width(config), frames, generator=g, dtype=torch.float64)
+
+
+def _audio(config):
+    """The config that sizes the audio features (a composite's audio config, its speech or semantic
+    encoder's)."""
+    return _sub(_sub(config, "audio_config"), "asr_config", "semantic_model_config")
+
+
+def _mels(config) -> int | None:
+    audio = _audio(config)
+    for name in ("num_mel_bins", "feature_size", "input_feat_size"):
+        if isinstance(getattr(audio, name, None), int):
+            return getattr(audio, name)
+    return None
+
+
+def _feature_width(config) -> int:
+    """The width of one frame of features: the projection's input where the config names it
+    (Wav2Vec2-BERT stacks two frames of mel bins), else the mel bins times the frames stacked
+    (Fun-ASR's num_stacked_frames), 80 bins where the config names none."""
+    audio = _audio(config)
+    projected = getattr(audio, "feature_projection_input_dim", None)
+    if isinstance(projected, int):
+        return projected
+    return (_mels(config) or 80) * (getattr(audio, "num_stacked_frames", None) or 1)
 
 
 FLAT_SIDE = 4  # SigLIP 2's flattened patches: a grid of 4 x 4
@@ -259,7 +286,23 @@ def input_variants(model, seed: int = 0) -> list[dict]:
         features = inputs.get("input_features")
         if features is not None and features.ndim == 3:
             out.append(_with_mask(dict(inputs, input_features=features.transpose(1, 2).contiguous())))
-    return out + _waveform_variants(model, out, seed) + _codebook_variants(model, out)
+    return out + _mel_variants(model, out, seed) + _waveform_variants(model, out, seed) + _codebook_variants(model, out)
+
+
+def _mel_variants(model, variants: list[dict], seed: int) -> list[dict]:
+    """Where the config names no mel bins (Gemma 4's audio encoder, fixed to 128 by its
+    subsampling's widths): the [B, frames, mel bins] features again with 128 bins, the other
+    common count."""
+    if _mels(model.config) is not None or "input_features" not in inspect.signature(model.forward).parameters:
+        return []
+    g = torch.Generator().manual_seed(SEED + 8 + 1000 * seed)
+    out = []
+    for inputs in variants:
+        features = inputs.get("input_features")
+        if features is not None and features.ndim == 3 and features.shape[-1] == _feature_width(model.config):
+            wide = torch.randn(*features.shape[:2], 128, generator=g, dtype=features.dtype)
+            out.append(_with_mask(dict(inputs, input_features=wide)))
+    return out
 
 
 def _codebook_variants(model, variants: list[dict]) -> list[dict]:
@@ -290,15 +333,15 @@ CODEBOOK_IDS = ("input_ids", "decoder_input_ids")
 
 
 def _with_mask(inputs: dict) -> dict:
-    """input_features_mask, where given, over the frames of input_features as they now lie."""
+    """input_features_mask, where given, over the frames of input_features [B, frames, features]."""
     if "input_features_mask" in inputs:
-        inputs["input_features_mask"] = _every_frame(inputs["input_features"])
+        inputs["input_features_mask"] = _every_frame(inputs["input_features"], axis=1)
     return inputs
 
 
-def _every_frame(features: torch.Tensor) -> torch.Tensor:
-    """A mask of every frame real, over the last axis of [B, ..., frames] features."""
-    return torch.ones(features.shape[0], features.shape[-1], dtype=torch.long)
+def _every_frame(features: torch.Tensor, axis: int = -1) -> torch.Tensor:
+    """A mask of every frame real, over the frames' axis of features (the last: [B, ..., frames])."""
+    return torch.ones(features.shape[0], features.shape[axis], dtype=torch.long)
 
 
 def _waveform_variants(model, variants: list[dict], seed: int) -> list[dict]:
@@ -335,6 +378,7 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
         "pixel_values": lambda: _pixels(config, g),
         "input_values": lambda: torch.randn(B, _samples(config, tokens), generator=g, dtype=torch.float64),
         "input_features": lambda: _features(config, g),
+        "audio_mel": lambda: _features(config, g).transpose(1, 2).contiguous(),  # Gemma 3n: [B, frames, mel bins]
     }
     if "grid_thw" in params:  # Qwen2-VL's vision tower and its kin: flattened patches and their grid
         patches = _patches(config, g)
@@ -347,6 +391,9 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
     if main not in params:
         main = next((k for k in makers if k in params), main)
     kwargs = {main: makers[main]()} if main in makers and main in params else {}
+    for name, make in makers.items():  # the other inputs it requires (X-Codec 2: a waveform and its features)
+        if name in params and name not in kwargs and params[name].default is inspect.Parameter.empty:
+            kwargs[name] = make()
     if every:
         if (
             "input_ids" in params
@@ -370,12 +417,30 @@ def _ids(config, g, n: int) -> torch.Tensor:
 
 
 def _samples(config, tokens: int) -> int:
-    """A waveform's length: 1600 samples, or tokens frames of a codec that states its frame rate
-    (Mimi's 1920 samples a frame, where 1600 samples would give its transformers one frame)."""
-    rate, frames = getattr(config, "sampling_rate", None), getattr(config, "frame_rate", None)
-    if not (isinstance(rate, (int, float)) and isinstance(frames, (int, float)) and frames > 0):
+    """A waveform's length: tokens frames of a model that states its samples per frame (Mimi's
+    1920 samples a frame, where 1600 samples would give its transformers one frame), else 1600."""
+    unit = _samples_per_frame(config)
+    if not unit:
         return 1600
-    return max(1600, min(tokens * math.ceil(rate / frames), 64_000))
+    return min(max(tokens * unit, math.ceil(1600 / unit) * unit), 64_000 // unit * unit)
+
+
+def _samples_per_frame(config) -> int | None:
+    """Samples a frame: at the frame rate (Mimi), the samples per token (Muse Spark's audio, whose
+    forward wants whole tokens) or the hop length (PE Audio's DAC codec), where the config has them."""
+    rate, frames = getattr(config, "sampling_rate", None), getattr(config, "frame_rate", None)
+    if isinstance(rate, (int, float)) and isinstance(frames, (int, float)) and frames > 0:
+        return math.ceil(rate / frames)
+    for c in (config, getattr(config, "dac_config", None)):
+        for name in ("samples_per_token", "hop_length"):
+            if isinstance(getattr(c, name, None), int):
+                return getattr(c, name)
+    return None
+
+
+def _int_field(config, name: str) -> int | None:
+    v = getattr(config, name, None)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _series(config, params, g) -> dict:
@@ -485,16 +550,38 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
         length = getattr(config, name.removesuffix("_inputs") + "_seq_len", None)
         if name.endswith("_inputs") and p.default is inspect.Parameter.empty and isinstance(length, int):
             kwargs.setdefault(name, _ids(config, g, length))
-    mask = params.get("input_features_mask")
-    if mask is not None and "input_features" in kwargs and mask.default is inspect.Parameter.empty:
-        kwargs["input_features_mask"] = _every_frame(kwargs["input_features"])  # Qwen3-ASR's encoder
+    hop = getattr(config, "encoder_hop_length", None) or getattr(config, "hop_length", None)
+    if "input_values" in kwargs and "input_features" in kwargs and isinstance(hop, int):
+        # a codec that reads both (X-Codec 2): a frame of features per code of the waveform
+        kwargs["input_features"] = _features(config, g, kwargs["input_values"].shape[-1] // hop)
+    channels = getattr(_audio(config), "patch_embed_input_channels", None)
+    if "input_features" in kwargs and isinstance(channels, int) and kwargs["input_features"].ndim == 3:
+        # CLAP: spectrograms as images, [B, channels (crops), frames, mel bins]
+        frames = kwargs["input_features"].transpose(1, 2)[:, None]
+        kwargs["input_features"] = frames.expand(-1, channels, -1, -1).contiguous()
+    if "audio_mel_mask" in params and "audio_mel" in kwargs:  # Gemma 3n: True where a frame is padding
+        kwargs["audio_mel_mask"] = torch.zeros(kwargs["audio_mel"].shape[:2], dtype=torch.bool)
+    hop = _int_field(_audio(config), "hop_length")
+    if "chunk_sample_lengths" in params and "input_features" in kwargs and hop:  # dots.note: each chunk's samples
+        kwargs["chunk_sample_lengths"] = torch.full((B,), kwargs["input_features"].shape[-1] * hop)
+    if "feature_lens" in params and "input_features" in kwargs:  # Qwen2.5-Omni's audio: one sample's frames, packed
+        kwargs["input_features"] = kwargs["input_features"][0]
+        kwargs["feature_lens"] = torch.tensor([kwargs["input_features"].shape[-1]])
+    if "input_features_mask" in params and "input_features" in kwargs:  # Qwen3-ASR, Audio Flamingo 3
+        kwargs["input_features_mask"] = _every_frame(kwargs["input_features"])
     for name in ("hidden_states", "query_embeds", "inputs_embeds"):
         p = params.get(name)
         if p is not None and p.default is inspect.Parameter.empty and not kwargs:
             # a tower that reads its states as they come from another (FLAVA's multimodal encoder, BLT's
-            # global transformer), or learned queries (BLIP-2's Q-Former)
-            width = getattr(config, "input_dim", None) or _width(config)
-            kwargs[name] = torch.randn(B, tokens, width, generator=g, dtype=torch.float64)
+            # global transformer), learned queries (BLIP-2's Q-Former), or a conformer's features
+            # (Phi-4's audio encoder: input_size features a frame, time_reduction frames a token)
+            width = getattr(config, "input_dim", None) or _int_field(config, "input_size") or _width(config)
+            frames = tokens * (_int_field(config, "time_reduction") or 1)
+            kwargs[name] = torch.randn(B, frames, width, generator=g, dtype=torch.float64)
+    for name, p in params.items():  # required, and may be None (Phi-4's audio encoder's mask): None
+        required = p.default is inspect.Parameter.empty and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+        if name not in kwargs and required and "None" in str(p.annotation):
+            kwargs[name] = None
     crosses = any("crossattention" in n or "encoder_attn" in n or "cross_attn" in n for n, _ in model.named_modules())
     if "encoder_hidden_states" in params and crosses and not getattr(config, "is_encoder_decoder", False):
         width = (

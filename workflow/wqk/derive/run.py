@@ -18,6 +18,11 @@ from .build import input_variants
 from .heads import config_path
 from .trace import Trace, default_dtype, tracing
 
+# float32 tensors the forward makes itself that meet float64 weights (or float64's minimum filled into
+# one: FSMT's mask): the derivation retries in float32
+DTYPE_CLASH = re.compile(
+    r"same dtype|should be the same|float != double|Float and Double|Float but found Double|float without overflow"
+)
 MODALITY_BY_INPUT = {
     "pixel_values": "vision",
     "input_features": "audio",
@@ -90,7 +95,8 @@ def _reached(trace: Trace) -> tuple[set[str], set[str]]:
 
 def _first_that_runs(model, module, name: str) -> tuple[Step, Trace] | Exception:
     """The first of the module's input variants its forward runs on (with the other tokens' of
-    the same variant) and its trace, or the first variant's error."""
+    the same variant) and its trace, or the first variant's error (a dtype clash before it: that
+    variant's inputs fit, and float32 may run them)."""
     error = None
     variants, others = input_variants(module), input_variants(module, seed=1)
     for inputs, other in zip(variants, others):
@@ -100,7 +106,7 @@ def _first_that_runs(model, module, name: str) -> tuple[Step, Trace] | Exception
                     module(**inputs)
                 return Step(name, inputs, other, default), trace
             except Exception as e:
-                error = error or e
+                error = e if DTYPE_CLASH.search(str(e)) and not DTYPE_CLASH.search(str(error)) else error or e
                 if not FLOAT32_MADE.search(str(e)):
                     break
     return error
@@ -118,7 +124,8 @@ def _has_attention(tower: Tower) -> bool:
 
 
 def plan(model) -> list[Step]:
-    """The forwards that reach every attention of the model; raises the root's error when none runs.
+    """The forwards that reach every attention of the model; raises the root's error when none runs,
+    or when its towers leave a self-attention out.
     A tower runs on its own where the forwards so far ran no softmax inside it, or left one of its
     self-attention modules out: the outer tower first, then one inside it that still needs it
     (ColPali's vision model, which PaliGemma's text-only forward does not reach)."""
@@ -148,8 +155,8 @@ def plan(model) -> list[Step]:
             step(found)
         elif _has_attention(tower) and not any(tower.name.startswith(s.module + ".") for s in steps if s.module):
             raise RuntimeError(f"its tower {tower.name} ({tower.module.config.model_type}) could not run: {found}")
-    if not steps:
-        raise error
+    if error is not None and (not steps or any(a not in ran for a in attentions)):
+        raise error  # the root's, where it left attention the towers do not reach: the derivation retries
     return steps
 
 

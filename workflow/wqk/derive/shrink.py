@@ -52,6 +52,9 @@ HINTS: dict[str, dict] = {
     # a default config of no feature level (projector_scale_factors empty), which its forward cannot
     # run; LW-DETR's small and tiny checkpoints project one level (P4: a scale of 1.0)
     "lw_detr": {"projector_scale_factors": [1.0]},
+    # the quantizer's input: the acoustic and the semantic encoder's widths concatenated (1024 + 1024)
+    "xcodec2": {"quantization_dim": 2 * WIDTH},
+    "neucodec": {"quantization_dim": 2 * WIDTH},
     # one attention block shared by its hybrid layers, tied to the first: two of them, so that the
     # tie has a layer to tie
     "zamba": {
@@ -207,7 +210,7 @@ def _is_width(key: str, v: int, widths: set[int]) -> bool:
     return (
         v in widths
         and v >= 64
-        and re.search(r"(size|dim|channels|_hidden|groups)$", key) is not None  # groups = width: depthwise (Mimi)
+        and re.search(r"(size|dim|channels?|_hidden|groups)$", key) is not None  # groups = width: depthwise (Mimi)
         and not re.search(
             r"(vocab|position|image|patch|window|kernel|head_dim|stride|intermediate|ffn|codebook_size)", key
         )
