@@ -509,13 +509,15 @@ def test_rt_detr_derives():
 
 
 def test_a_softmax_written_out_is_no_reason_to_count_a_type_without_attention():
-    """Reformer's LSH attention computes exp(logits - logsumexp), which a derivation does not see as
-    a softmax: it is refused as not bilinear by name (a content-dependent bucket mask), not counted
-    as having no attention."""
+    """Reformer's LSH attention computes exp(logits - logsumexp), and Gemma 3n's audio encoder caps its
+    logits, neither of which a derivation follows to a softmax over q.k: they are refused as not
+    bilinear by name (a content-dependent bucket mask; a tanh cap), not counted as having no attention."""
     from wqk.derive.coverage import statuses
 
-    (reformer,) = statuses(["reformer"])
+    reformer, gemma3n_audio = statuses(["reformer", "gemma3n_audio"])
     assert (reformer.status, reformer.category) == ("refused", "not bilinear") and "LSH" in reformer.detail
+    # its soft-capped logits are no product the derivation follows: refused by name, not "no attention"
+    assert gemma3n_audio.category == "not bilinear" and "soft-capped" in gemma3n_audio.detail
 
 
 def test_audio_features_are_as_wide_as_the_config_says():
