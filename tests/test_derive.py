@@ -514,7 +514,7 @@ def test_a_softmax_written_out_is_no_reason_to_count_a_type_without_attention():
     bilinear by name (a content-dependent bucket mask; a tanh cap), not counted as having no attention."""
     from wqk.derive.coverage import statuses
 
-    reformer, gemma3n_audio = statuses(["reformer", "gemma3n_audio"])
+    gemma3n_audio, reformer = statuses(["reformer", "gemma3n_audio"])  # sorted by type
     assert (reformer.status, reformer.category) == ("refused", "not bilinear") and "LSH" in reformer.detail
     # its soft-capped logits are no product the derivation follows: refused by name, not "no attention"
     assert gemma3n_audio.category == "not bilinear" and "soft-capped" in gemma3n_audio.detail
