@@ -17,6 +17,7 @@ HEAD_DIM = 16  # 6 heads of 16: the width
 HEAD_COUNTS = (6, 4, 3, 2, 12, 8)  # query-head counts handed out to the head fields, in order
 KV_HEADS = {6: 2, 4: 2, 3: 1, 2: 1, 12: 3, 8: 2}  # a key-head count that divides each (and differs from it)
 LAYERS = 2
+QUERIES = 8  # learned object queries (DETR's 100, Grounding DINO's 900)
 VOCAB = 128
 
 WIDTH_KEYS = re.compile(
@@ -47,6 +48,12 @@ HINTS: dict[str, dict] = {
     # second of the two layers attention, as their checkpoints' indices would leave none of two
     "bamba": {"attn_layer_indices": [1]},
     "granitemoehybrid": {"layer_types": ["linear_attention", "full_attention"]},
+    # frames padded to max_img_size pixels, of which visual_prompt_size at each edge are a learned
+    # prompt (448 and 96): a tiny image keeps a pad narrower than its half
+    "tvp": {"max_img_size": 32, "visual_prompt_size": 4},
+    # its 2-d rope fills hidden_size / 4 frequencies with head_dim x partial_rotary_factor (4) / 2: 8
+    # heads; its validator ties hidden_size to the last of out_features (the CNN's coarse channels)
+    "efficientloftr": {"out_features": [64, 64, 128, 96], "hidden_size": 96, "num_attention_heads": 8},
     # one attention block shared by its hybrid layers, tied to the first: two of them, so that the
     # tie has a layer to tie
     "zamba": {
@@ -140,6 +147,10 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = 8
         elif k == "sliding_window" and v > 4:
             out[k] = 4
+        elif (
+            k == "num_queries" and v > QUERIES
+        ):  # object queries (Grounding DINO picks as many of a tiny image's places)
+            out[k] = QUERIES
         elif k == "max_source_positions" and v > 16:  # audio frames (Whisper: 1500)
             out[k] = 16
         elif k in POSITIONS and v > MAX_POSITIONS:  # a table or mask buffer of positions (squared, for some)
@@ -156,6 +167,9 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = LATENT[k]  # 0 is a part left out (GLM-5 Next: no rotary part), kept
         elif k == "rotary_dim" and isinstance(own.get("head_dim") or own.get("n_head"), int):
             out[k] = min(v, HEAD_DIM // 2)  # GPT-J, CodeGen: a part of each head rotates
+        elif k.endswith("pos_feats") and 2 * v in widths:  # SAM: sine features of both axes, a width
+            out[k] = WIDTH // 2
+    _fixed_token_counts(out)
     for k in ("image_size", "input_size", "img_size"):  # [height, width] (YOLOS: [800, 1333])
         v = own.get(k)
         if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, int) and x > 32 for x in v):
@@ -177,6 +191,22 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
     _rope_sections(out)
     _rope_context(out, own)
     return out
+
+
+KEYPOINTS = 16  # keypoints a detector keeps of each image (SuperPoint, for LightGlue and SuperGlue)
+
+
+def _fixed_token_counts(out: dict) -> None:
+    """As many tokens in every forward, whatever the pixels (the derivation compares the forwards
+    of two inputs): a keypoint detector keeps its KEYPOINTS best pixels, every pixel a candidate
+    (a random model's scores are zero at most); LightGlue prunes no keypoint and stops at no layer
+    early (-1: off)."""
+    if "keypoint_threshold" in out and isinstance(out.get("max_keypoints"), int):
+        out["keypoint_threshold"] = -1.0
+        out["max_keypoints"] = KEYPOINTS
+    for k in ("depth_confidence", "width_confidence"):
+        if isinstance(out.get(k), float):
+            out[k] = -1.0
 
 
 def _query_heads(out: dict, kv_key: str) -> int | None:
@@ -308,6 +338,60 @@ def _rope_sections(out: dict) -> None:
                 params[name] = new
 
 
+CHANNEL_KEYS = ("num_channels", "in_chans", "in_channels")
+GRID_KEYS = re.compile(r"^(image_embedding_size|\w*feature_sizes|\w*feat_sizes)$")
+
+
+def _fit_grids(d: dict, own: dict) -> None:
+    """Sizes of the image's patch grid that other configs than the one embedding the pixels state
+    (SAM's image_embedding_size, SAM 2's backbone_feature_sizes and the patch_size of its prompt
+    encoder, which is the stride of the image embeddings), scaled as the shrinking scaled that grid."""
+    pixels = next((p for p, c in _configs_of(d) if any(k in c for k in CHANNEL_KEYS) and _grid(c)), None)
+    if pixels is None:
+        return
+    new, old = _grid(_get_dict(d, pixels)), _grid(_get_dict(own, pixels))
+    if not (old and new) or old == new:
+        return
+
+    def scaled(v):
+        return [scaled(x) for x in v] if isinstance(v, (list, tuple)) else max(1, v * new // old)
+
+    for path, c in _configs_of(d):
+        was = _get_dict(own, path)
+        for k, v in c.items():
+            if GRID_KEYS.match(k) and _ints(v) and _ints(was.get(k)):
+                c[k] = scaled(was[k])
+        if path != pixels and not any(k in c for k in CHANNEL_KEYS) and _grid(c) and _grid(was):
+            c["patch_size"] = max(1, _int(_first(c["image_size"])) // max(1, scaled(_grid(was))))
+
+
+def _grid(c: dict) -> int:
+    """Patches along a side of a config's image: image_size over patch_size (or patch_stride)."""
+    image = _int(_first(c.get("image_size")))
+    patch = _int(_first(c.get("patch_size") or c.get("patch_stride")))
+    return image // patch if image and patch else 0
+
+
+def _first(v):
+    return v[0] if isinstance(v, (list, tuple)) and v else v
+
+
+def _ints(v) -> bool:
+    return bool(_int(v)) or (isinstance(v, (list, tuple)) and bool(v) and all(_ints(x) for x in v))
+
+
+def _configs_of(d: dict, path: str = ""):
+    """(dotted path, config dict) of d and of every sub-config in it, outer ones first."""
+    yield path, d
+    for k, v in d.items():
+        if _is_sub(v, k):
+            yield from _configs_of(v, f"{path}{k}.")
+
+
+def _get_dict(d: dict, path: str) -> dict:
+    return (_get(d, path.rstrip(".")) if path else d) or {}
+
+
 def _apply_hints(d: dict, hints: dict) -> None:
     for key, value in hints.items():
         node = d
@@ -326,6 +410,7 @@ def shrink(config, kv_equal: bool = False):
     own = config.to_dict()
     for equal in (kv_equal, True):
         d = _shrink_dict(own, _Counts(), equal)
+        _fit_grids(d, own)
         _apply_hints(d, HINTS.get(config.model_type, {}))
         d.pop("transformers_version", None)
         try:
@@ -374,10 +459,10 @@ def _repaired(cls, d: dict, own: dict):
 
 def _recomputed(cls, d: dict, own: dict) -> dict:
     """d with the sizes its class computes from others handed back to it: a field declared "auto"
-    (Bamba's mamba_d_head: mamba_expand x hidden_size / mamba_n_heads) set to "auto", and an integer
-    that is no declared field but which the class sets itself (D-FINE's head_dim, Zamba 2's
-    mamba_headdim: computed in __post_init__, where a key passed back would overwrite them)
-    dropped, and a field declared None that the shrinking left at a full size over BIG, which the
+    (Bamba's mamba_d_head: mamba_expand x hidden_size / mamba_n_heads) set to "auto", an integer (or
+    a list of them) that is no declared field but which the class sets itself (D-FINE's head_dim,
+    Zamba 2's mamba_headdim, EfficientLoFTR's channels per block: computed in __post_init__, where a
+    key passed back would overwrite them) dropped, and a field declared None that the shrinking left at a full size over BIG, which the
     class computes when unset (Zamba's attention_hidden_size: 2 x hidden_size), unset. The
     config's own values of these came from its full sizes, which no longer hold."""
     import dataclasses
@@ -386,7 +471,7 @@ def _recomputed(cls, d: dict, own: dict) -> dict:
         return d
     fields = {f.name: f.default for f in dataclasses.fields(cls)}
     out = {k: "auto" if fields.get(k) == "auto" else v for k, v in d.items()}
-    extra = [k for k, v in out.items() if k not in fields and _int(v) and k not in cls.attribute_map]
+    extra = [k for k, v in out.items() if k not in fields and _ints(v) and k not in cls.attribute_map]
     # a size left at its full value that the class computes when unset (Zamba's attention_hidden_size)
     unset = [k for k, v in out.items() if fields.get(k, 0) is None and _int(v) > BIG and own.get(k) == v]
     if not extra and not unset:
