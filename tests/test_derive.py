@@ -37,7 +37,10 @@ MUST_STAY = {
     "musicgen": ("forward", "a text encoder, an audio codec and a decoder over codebooks: no generic input builds it"),
     "swinv2": ("not bilinear", "cosine attention: q and k normalised by a function, scaled per head"),
     "mask2former": ("forward", "deformable attention in its pixel decoder and a Swin backbone with per-stage lists"),
-    "sam": ("forward", "its mask decoder runs only with point prompts of shapes the generic inputs do not build"),
+    "sam": (
+        "layout",
+        "its two-way transformer's cross-attentions (token to image, image to token) interleave in a stack",
+    ),
     "musicgen_decoder": (
         "forward",
         "input ids over codebooks, [batch x codebooks, tokens]: no generic input builds it",

@@ -223,8 +223,19 @@ def input_variants(model, seed: int = 0) -> list[dict]:
         features = inputs.get("input_features")
         if features is not None and features.ndim == 3:
             out.append(_with_mask(dict(inputs, input_features=features.transpose(1, 2).contiguous())))
-    out += _waveform_variants(model, out, seed) + _pair_variants(out, seed)
+    out += _waveform_variants(model, out, seed) + _pair_variants(out, seed) + _encoder_variants(model, out, seed)
     return out + [_one_example(inputs) for inputs in out[:1]]
+
+
+def _encoder_variants(model, variants: list[dict], seed: int) -> list[dict]:
+    """After the others: encoder states for a decoder whose forward takes them and holds no module
+    named a cross-attention (T5Gemma 2's decoder: merged with its own states in one attention)."""
+    params = inspect.signature(model.forward).parameters
+    if not variants or "encoder_hidden_states" not in params or "encoder_hidden_states" in variants[0]:
+        return []
+    g = torch.Generator().manual_seed(SEED + 11 + 1000 * seed)
+    states = _encoder_states(model.config, g, T).to(next(model.parameters()).dtype)
+    return [dict(variants[0], encoder_hidden_states=states)]
 
 
 def _pair_variants(variants: list[dict], seed: int) -> list[dict]:
@@ -387,15 +398,18 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
             width = getattr(config, "input_dim", None) or _width(config)
             kwargs[name] = torch.randn(B, tokens, width, generator=g, dtype=torch.float64)
     crosses = any(CROSS.search(n) for n, _ in model.named_modules())
-    # a decoder built alone reads an encoder's states (T5Gemma 2's: merged with its own in one attention)
-    crosses = crosses or type(model).__name__.endswith("Decoder")
     if "encoder_hidden_states" in params and crosses and not getattr(config, "is_encoder_decoder", False):
-        width = (
-            getattr(config, "cross_attention_hidden_size", None)
-            or getattr(config, "encoder_hidden_size", None)
-            or _width(config)
-        )
-        kwargs["encoder_hidden_states"] = torch.randn(B, tokens - 3, width, generator=g, dtype=torch.float64)
+        kwargs["encoder_hidden_states"] = _encoder_states(config, g, tokens)
+
+
+def _encoder_states(config, g, tokens: int) -> torch.Tensor:
+    """The states of an encoder that a decoder's cross-attention reads: [B, tokens - 3, width]."""
+    width = (
+        getattr(config, "cross_attention_hidden_size", None)
+        or getattr(config, "encoder_hidden_size", None)
+        or _width(config)
+    )
+    return torch.randn(B, tokens - 3, width, generator=g, dtype=torch.float64)
 
 
 def _stacked_with_prompt(config, g) -> dict:

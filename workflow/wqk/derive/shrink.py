@@ -119,7 +119,7 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             continue
         if WIDTH_KEYS.match(k) or (
             v in widths
-            and v >= 64
+            and v >= 16  # a hand record's tiny config: SAM's output_channels 16, its prompt encoder's width
             and re.search(r"(size|dim|channels|_hidden|groups)$", k)  # groups = width: depthwise (Mimi)
             and not re.search(r"(vocab|position|image|patch|window|kernel|head_dim|stride|intermediate|ffn)", k)
         ):
