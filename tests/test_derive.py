@@ -415,6 +415,9 @@ def test_grids_prompts_and_token_counts_follow_the_shrunk_image():
     assert glue.keypoint_detector_config.max_keypoints == KEYPOINTS and glue.width_confidence < 0
     loftr = tiny_config("efficientloftr")  # per-block channels the class sets from out_features
     assert loftr.stage_block_out_channels[-1][0] == loftr.hidden_size == WIDTH
+    # its self-attention's queries and keys pooled apart (a conv, a max-pool): filed as cross-attention
+    loftr = derive("efficientloftr")
+    assert loftr.category == "layout" and "interleave" in loftr.reason, loftr.reason
 
 
 def test_prompts_and_places_the_forwards_take_reach_the_attentions_behind_them():

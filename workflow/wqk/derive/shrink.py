@@ -52,8 +52,15 @@ HINTS: dict[str, dict] = {
     # prompt (448 and 96): a tiny image keeps a pad narrower than its half
     "tvp": {"max_img_size": 32, "visual_prompt_size": 4},
     # its 2-d rope fills hidden_size / 4 frequencies with head_dim x partial_rotary_factor (4) / 2: 8
-    # heads; its validator ties hidden_size to the last of out_features (the CNN's coarse channels)
-    "efficientloftr": {"out_features": [64, 64, 128, 96], "hidden_size": 96, "num_attention_heads": 8},
+    # heads; its validator ties hidden_size to the last of out_features (the CNN's coarse channels);
+    # images of 64 pixels (no field states one; the inputs read image_size): its coarse grid (stride
+    # 8) pooled by 4 leaves 2 x 2 tokens to attend, where 32 pixels leave one
+    "efficientloftr": {
+        "out_features": [64, 64, 128, 96],
+        "hidden_size": 96,
+        "num_attention_heads": 8,
+        "image_size": 64,
+    },
     # one attention block shared by its hybrid layers, tied to the first: two of them, so that the
     # tie has a layer to tie
     "zamba": {
