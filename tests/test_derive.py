@@ -37,7 +37,10 @@ MUST_STAY = {
     "musicgen": ("forward", "a text encoder, an audio codec and a decoder over codebooks: no generic input builds it"),
     "swinv2": ("not bilinear", "cosine attention: q and k normalised by a function, scaled per head"),
     "mask2former": ("forward", "deformable attention in its pixel decoder and a Swin backbone with per-stage lists"),
-    "sam": ("forward", "its mask decoder runs only with point prompts of shapes the generic inputs do not build"),
+    "sam": (
+        "layout",
+        "its two-way transformer's cross-attentions (token to image, image to token) interleave in a stack",
+    ),
     "musicgen_decoder": (
         "forward",
         "input ids over codebooks, [batch x codebooks, tokens]: no generic input builds it",
@@ -262,6 +265,11 @@ def test_refusals_name_their_category():
         ("phi4_multimodal_audio", {"encoder"}),  # features as hidden_states; its required mask as None
         ("dots3_note_audio_encoder", {"encoder"}),  # each chunk's samples (chunk_sample_lengths)
         ("fun_asr_nano_encoder", {"encoder"}),  # mel bins x stacked frames, a mask over the frames
+        ("pix2struct_text_model", {"decoder", "cross"}),  # encoder states for its encoder_decoder_attention
+        ("tvp", {"encoder"}),  # frames of its backbone; its forward runs on a batch of one only
+        ("seggpt", {"encoder"}),  # a prompt image and mask stacked over the image, on the batch
+        ("superglue", {"encoder", "cross"}),  # image pairs [B, 2, C, H, W], keypoints of each
+        ("evolla", {"encoder", "decoder", "cross"}),  # protein_input_ids: its protein encoder's tokens
     ],
 )
 def test_the_forwards_reach_nested_towers_and_the_inputs_they_name(model_type, stacks):
@@ -527,3 +535,37 @@ def test_audio_features_are_as_wide_as_the_config_says():
     assert _feature_width(tiny_config("wav2vec2-bert")) == 160  # two frames of 80 mel bins stacked
     assert _feature_width(tiny_config("fun_asr_nano_encoder")) == 80 * 7  # num_stacked_frames
     assert _feature_width(tiny_config("xcodec2")) == 160  # its semantic encoder's (Wav2Vec2-BERT)
+
+
+def test_grids_prompts_and_token_counts_follow_the_shrunk_image():
+    """Sizes of the patch grid other configs state scale as the grid does (SAM's image_embedding_size,
+    SAM 2's backbone_feature_sizes and its prompt encoder's patch_size, the stride of the image
+    embeddings); SAM's positional features fill the prompt width; a keypoint detector keeps as many
+    keypoints of every image (LightGlue: no pruning)."""
+    from wqk.derive.shrink import KEYPOINTS, WIDTH, tiny_config
+
+    sam = tiny_config("sam")
+    grid = sam.vision_config.image_size // sam.vision_config.patch_size
+    assert sam.prompt_encoder_config.image_embedding_size == grid
+    assert 2 * sam.vision_config.num_pos_feats == sam.prompt_encoder_config.hidden_size == WIDTH
+    sam2 = tiny_config("sam2")
+    sizes = [s[0] for s in sam2.vision_config.backbone_feature_sizes]
+    assert sizes == [8, 4, 2] and sam2.prompt_encoder_config.image_size // sam2.prompt_encoder_config.patch_size == 2
+    glue = tiny_config("lightglue")
+    assert glue.keypoint_detector_config.max_keypoints == KEYPOINTS and glue.width_confidence < 0
+    loftr = tiny_config("efficientloftr")  # per-block channels the class sets from out_features
+    assert loftr.stage_block_out_channels[-1][0] == loftr.hidden_size == WIDTH
+    # its self-attention's queries and keys pooled apart (a conv, a max-pool): filed as cross-attention
+    loftr = derive("efficientloftr")
+    assert loftr.category == "layout" and "interleave" in loftr.reason, loftr.reason
+
+
+def test_prompts_and_places_the_forwards_take_reach_the_attentions_behind_them():
+    """SAM's mask decoder (points over an image whose grid its prompt encoder states), Kosmos-2's
+    places of image embeddings in its text, Grounding DINO's phrases split at its delimiter tokens:
+    the forward runs, and what stops the record comes after it."""
+    assert derive("sam_hq").category == "layout"  # the two-way transformer's interleaved cross-attentions
+    kosmos = derive("kosmos-2")
+    assert kosmos.category == "layout" and "x_attn" in kosmos.reason, kosmos.reason
+    dino = derive("grounding-dino")  # its fusion layer's heads: encoder_attention_heads // 2
+    assert dino.category == "config" and "fusion_layer" in dino.reason, dino.reason

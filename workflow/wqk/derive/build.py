@@ -17,6 +17,7 @@ import re
 import torch
 
 B, T = 2, 9  # batch, tokens
+CROSS = re.compile(r"crossattention|encoder_attn|cross_attn|encoder_decoder_attention")  # Pix2Struct's last
 MAX_BYTES = 2**29  # a tiny model past 512 MiB (float32, before float64) is refused, not run
 SEED = 0
 
@@ -286,7 +287,9 @@ def input_variants(model, seed: int = 0) -> list[dict]:
         features = inputs.get("input_features")
         if features is not None and features.ndim == 3:
             out.append(_with_mask(dict(inputs, input_features=features.transpose(1, 2).contiguous())))
-    return out + _mel_variants(model, out, seed) + _waveform_variants(model, out, seed) + _codebook_variants(model, out)
+    extra = _mel_variants(model, out, seed) + _waveform_variants(model, out, seed) + _codebook_variants(model, out)
+    out += extra + _pair_variants(out, seed) + _encoder_variants(model, out, seed)
+    return out + [_one_example(inputs) for inputs in out[:1]]
 
 
 def _mel_variants(model, variants: list[dict], seed: int) -> list[dict]:
@@ -330,6 +333,33 @@ def _along(v, tokens: int) -> bool:
 
 
 CODEBOOK_IDS = ("input_ids", "decoder_input_ids")
+
+
+def _encoder_variants(model, variants: list[dict], seed: int) -> list[dict]:
+    """After the others: encoder states for a decoder whose forward takes them and holds no module
+    named a cross-attention (T5Gemma 2's decoder: merged with its own states in one attention)."""
+    params = inspect.signature(model.forward).parameters
+    if not variants or "encoder_hidden_states" not in params or "encoder_hidden_states" in variants[0]:
+        return []
+    g = torch.Generator().manual_seed(SEED + 11 + 1000 * seed)
+    states = _encoder_states(model.config, g, T).to(next(model.parameters()).dtype)
+    return [dict(variants[0], encoder_hidden_states=states)]
+
+
+def _pair_variants(variants: list[dict], seed: int) -> list[dict]:
+    """After the others: images as pairs [B, 2, channels, height, width] (keypoint matchers:
+    LightGlue, SuperGlue, EfficientLoFTR), two images each."""
+    g = torch.Generator().manual_seed(SEED + 9 + 1000 * seed)
+    pixels = variants[0].get("pixel_values") if variants else None
+    if pixels is None or pixels.ndim != 4:
+        return []
+    return [dict(variants[0], pixel_values=torch.randn(B, 2, *pixels.shape[1:], generator=g, dtype=pixels.dtype))]
+
+
+def _one_example(inputs: dict) -> dict:
+    """inputs of a batch of one, last: a forward that runs on no more (TVP views its column
+    positions with the batch size)."""
+    return {k: v[:1] if isinstance(v, torch.Tensor) and v.ndim and v.shape[0] == B else v for k, v in inputs.items()}
 
 
 def _with_mask(inputs: dict) -> dict:
@@ -401,7 +431,7 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
             and getattr(_sub(config, "text_config"), "vocab_size", None)
         ):
             kwargs["input_ids"] = ids()
-        has_vision = hasattr(config, "vision_config") or hasattr(config, "image_size")
+        has_vision = any(hasattr(config, k) for k in ("vision_config", "image_size", "backbone_config"))
         if "pixel_values" in params and "pixel_values" not in kwargs and has_vision:
             kwargs["pixel_values"] = makers["pixel_values"]()
     if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
@@ -412,8 +442,7 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
 
 def _ids(config, g, n: int) -> torch.Tensor:
     """[B, n] token ids of the vocabulary (its first 100), past the special ones."""
-    vocab = getattr(_sub(config, "text_config"), "vocab_size", None) or getattr(config, "vocab_size", None) or 100
-    return torch.randint(3, max(4, min(vocab, 100)), (B, n), generator=g)
+    return torch.randint(3, max(4, min(_vocab(config), 100)), (B, n), generator=g)
 
 
 def _samples(config, tokens: int) -> int:
@@ -543,9 +572,21 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
         kwargs["last_hidden_state"] = torch.randn(B, tokens, width, generator=g, dtype=torch.float64)
     if "lang_ids" in params and "input_ids" in kwargs:  # X-MOD: each sequence's language adapter, the first
         kwargs["lang_ids"] = torch.zeros(B, dtype=torch.long)
+    if "image_embeds_position_mask" in params and "pixel_values" in kwargs and "input_ids" in kwargs:
+        kwargs.update(_image_places(kwargs["input_ids"], getattr(config, "latent_query_num", None) or 1))
+    if "prompt_pixel_values" in params and "pixel_values" in kwargs:  # SegGPT: a prompt and the image, stacked
+        kwargs.update(_stacked_with_prompt(config, g))
+    for name in params:
+        if name.endswith("_input_ids") and name not in kwargs and (tower := _ids_tower(model, name)) is not None:
+            kwargs.update(_tower_ids(name, tower, params, g, tokens))
+    delimiters = getattr(model, "special_tokens", None)
+    if isinstance(delimiters, torch.Tensor) and "input_ids" in kwargs:
+        kwargs["input_ids"] = _phrases(kwargs["input_ids"], delimiters, vocab=_vocab(config))
     if "input_points" in params and "pixel_values" in kwargs:  # SAM: one prompt of two points per image
         size = kwargs["pixel_values"].shape[-1]
         kwargs["input_points"] = torch.rand(B, 1, 2, 2, generator=g, dtype=torch.float64) * size
+    elif "input_boxes" in params and "pixel_values" in kwargs:  # SAM 3: a box prompt, normalised (cx, cy, w, h)
+        kwargs["input_boxes"] = 0.25 + 0.5 * torch.rand(B, 1, 4, generator=g, dtype=torch.float64)
     for name, p in params.items():  # OneFormer's task_inputs: a task's tokens, task_seq_len of them
         length = getattr(config, name.removesuffix("_inputs") + "_seq_len", None)
         if name.endswith("_inputs") and p.default is inspect.Parameter.empty and isinstance(length, int):
@@ -582,14 +623,73 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
         required = p.default is inspect.Parameter.empty and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
         if name not in kwargs and required and "None" in str(p.annotation):
             kwargs[name] = None
-    crosses = any("crossattention" in n or "encoder_attn" in n or "cross_attn" in n for n, _ in model.named_modules())
+    crosses = any(CROSS.search(n) for n, _ in model.named_modules())
     if "encoder_hidden_states" in params and crosses and not getattr(config, "is_encoder_decoder", False):
-        width = (
-            getattr(config, "cross_attention_hidden_size", None)
-            or getattr(config, "encoder_hidden_size", None)
-            or _width(config)
-        )
-        kwargs["encoder_hidden_states"] = torch.randn(B, tokens - 3, width, generator=g, dtype=torch.float64)
+        kwargs["encoder_hidden_states"] = _encoder_states(config, g, tokens)
+
+
+def _encoder_states(config, g, tokens: int) -> torch.Tensor:
+    """The states of an encoder that a decoder's cross-attention reads: [B, tokens - 3, width]."""
+    width = (
+        getattr(config, "cross_attention_hidden_size", None)
+        or getattr(config, "encoder_hidden_size", None)
+        or _width(config)
+    )
+    return torch.randn(B, tokens - 3, width, generator=g, dtype=torch.float64)
+
+
+def _stacked_with_prompt(config, g) -> dict:
+    """SegGPT's inputs: an image, a prompt image and its mask, each the upper half of the image
+    size the model sees (it stacks the prompt over the image by height)."""
+    height, width = (
+        (config.image_size * 2)[:2] if isinstance(config.image_size, (list, tuple)) else [config.image_size] * 2
+    )
+    channels = getattr(config, "num_channels", None) or 3
+    names = ("pixel_values", "prompt_pixel_values", "prompt_masks")
+    return {n: torch.randn(B, channels, height // 2, width, generator=g, dtype=torch.float64) for n in names}
+
+
+def _ids_tower(model, name: str):
+    """The config of the tower whose token ids a forward's <tower>_input_ids are (Evolla's
+    protein_input_ids: its protein_encoder_config's vocabulary), where the model has that tower."""
+    tower = name.removesuffix("_input_ids")
+    if not any(n.startswith(tower) for n, _ in model.named_children()):
+        return None
+    configs = [v for k, v in vars(model.config).items() if k.startswith(tower) and k.endswith("_config")]
+    return next((c for c in configs if isinstance(getattr(c, "vocab_size", None), int)), None)
+
+
+def _tower_ids(name: str, config, params, g, tokens: int) -> dict:
+    """A tower's token ids, and its attention mask of every token real where the forward takes one."""
+    ids = torch.randint(3, max(4, min(config.vocab_size, 100)), (B, tokens), generator=g)
+    mask = name.removesuffix("input_ids") + "attention_mask"
+    return {name: ids, **({mask: torch.ones(B, tokens, dtype=torch.long)} if mask in params else {})}
+
+
+def _image_places(ids: torch.Tensor, n: int) -> dict:
+    """Kosmos-2's text with room for its n image embeddings after the first token, and the mask of
+    their places."""
+    room = ids[:, :1].expand(-1, n)
+    mask = torch.zeros(ids.shape[0], ids.shape[1] + n, dtype=torch.long)
+    mask[:, 1 : 1 + n] = 1
+    return {"input_ids": torch.cat([ids[:, :1], room, ids[:, 1:]], 1), "image_embeds_position_mask": mask}
+
+
+def _phrases(ids: torch.Tensor, delimiters: torch.Tensor, vocab: int) -> torch.Tensor:
+    """ids with a delimiter the model splits its text at (Grounding DINO's [CLS], [SEP], "." and
+    "?": each phrase attends within itself) first, in the middle and next to last: two phrases."""
+    fit = [int(d) for d in delimiters.flatten() if int(d) < vocab]
+    if not fit:
+        return ids
+    ids = ids.clone()
+    n = ids.shape[-1]
+    for i, at in enumerate((0, n // 2, n - 2)):
+        ids[:, at] = fit[min(i, len(fit) - 1)]
+    return ids
+
+
+def _vocab(config) -> int:
+    return getattr(_sub(config, "text_config"), "vocab_size", None) or getattr(config, "vocab_size", None) or 100
 
 
 def has_attention_source(model_type: str) -> bool:

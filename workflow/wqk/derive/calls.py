@@ -242,6 +242,8 @@ def _batches(trace: Trace, product: Product, calls: list[ModuleCall]) -> list[in
                 lead = p.out[..., 0, 0].numel()
             elif p.out.ndim == 2 and p.out.shape[0] % tq == 0:  # tokens flattened (Qwen2-VL's vision tower)
                 lead = p.out.shape[0] // tq
+            elif p.out.ndim >= 4 and p.out.shape[-3] * p.out.shape[-2] == tq:  # a grid [.., height, width, m]
+                lead = p.out[..., 0, 0, 0].numel()  # (SegGPT: its image and prompt stacked on the batch)
             else:
                 continue
             if lead not in found:

@@ -154,7 +154,8 @@ def plan(model) -> list[Step]:
         if isinstance(found, tuple):
             step(found)
         elif _has_attention(tower) and not any(tower.name.startswith(s.module + ".") for s in steps if s.module):
-            raise RuntimeError(f"its tower {tower.name} ({tower.module.config.model_type}) could not run: {found}")
+            own = f"; its own forward: {type(error).__name__}: {error}" if error is not None else ""
+            raise RuntimeError(f"its tower {tower.name} ({tower.module.config.model_type}) could not run: {found}{own}")
     if error is not None and (not steps or any(a not in ran for a in attentions)):
         raise error  # the root's, where it left attention the towers do not reach: the derivation retries
     return steps

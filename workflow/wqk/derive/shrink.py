@@ -17,6 +17,7 @@ HEAD_DIM = 16  # 6 heads of 16: the width
 HEAD_COUNTS = (6, 4, 3, 2, 12, 8)  # query-head counts handed out to the head fields, in order
 KV_HEADS = {6: 2, 4: 2, 3: 1, 2: 1, 12: 3, 8: 2}  # a key-head count that divides each (and differs from it)
 LAYERS = 2
+QUERIES = 8  # learned object queries (DETR's 100, Grounding DINO's 900): fewer than a tiny image's anchors
 VOCAB = 128
 
 WIDTH_KEYS = re.compile(
@@ -55,6 +56,19 @@ HINTS: dict[str, dict] = {
     # the quantizer's input: the acoustic and the semantic encoder's widths concatenated (1024 + 1024)
     "xcodec2": {"quantization_dim": 2 * WIDTH},
     "neucodec": {"quantization_dim": 2 * WIDTH},
+    # frames padded to max_img_size pixels, of which visual_prompt_size at each edge are a learned
+    # prompt (448 and 96): a tiny image keeps a pad narrower than its half
+    "tvp": {"max_img_size": 32, "visual_prompt_size": 4},
+    # its 2-d rope fills hidden_size / 4 frequencies with head_dim x partial_rotary_factor (4) / 2: 8
+    # heads; its validator ties hidden_size to the last of out_features (the CNN's coarse channels);
+    # images of 64 pixels (no field states one; the inputs read image_size): its coarse grid (stride
+    # 8) pooled by 4 leaves 2 x 2 tokens to attend, where 32 pixels leave one
+    "efficientloftr": {
+        "out_features": [64, 64, 128, 96],
+        "hidden_size": 96,
+        "num_attention_heads": 8,
+        "image_size": 64,
+    },
     # one attention block shared by its hybrid layers, tied to the first: two of them, so that the
     # tie has a layer to tie
     "zamba": {
@@ -167,9 +181,12 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = LATENT[k]  # 0 is a part left out (GLM-5 Next: no rotary part), kept
         elif k == "rotary_dim" and isinstance(own.get("head_dim") or own.get("n_head"), int):
             out[k] = min(v, HEAD_DIM // 2)  # GPT-J, CodeGen: a part of each head rotates
+        elif k.endswith("pos_feats") and 2 * v in widths:  # SAM: sine features of both axes, a width
+            out[k] = WIDTH // 2
     for k, v in own.items():  # parts that sum to a width (Reformer's axial_pos_embds_dim), rescaled
         if isinstance(v, (list, tuple)) and len(v) > 1 and all(_int(x) for x in v) and sum(v) in widths:
             out[k] = _split(WIDTH, v)
+    _fixed_token_counts(out)
     for k in ("image_size", "input_size", "img_size"):  # [height, width] (YOLOS: [800, 1333])
         v = own.get(k)
         if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, int) and x > 32 for x in v):
@@ -209,7 +226,7 @@ def _is_width(key: str, v: int, widths: set[int]) -> bool:
     """A field that names a size equal to one of the config's widths (a tower's out_hidden_size)."""
     return (
         v in widths
-        and v >= 64
+        and v >= 16  # a hand record's tiny config: SAM's output_channels 16, its prompt encoder's width
         and re.search(r"(size|dim|channels?|_hidden|groups)$", key) is not None  # groups = width: depthwise (Mimi)
         and not re.search(
             r"(vocab|position|image|patch|window|kernel|head_dim|stride|intermediate|ffn|codebook_size)", key
@@ -220,6 +237,22 @@ def _is_width(key: str, v: int, widths: set[int]) -> bool:
 def _widths_per_level(key: str, v, widths: set[int]) -> bool:
     """A list of sizes, each one of the config's widths (a feature level's channels)."""
     return isinstance(v, (list, tuple)) and bool(v) and all(_int(x) and _is_width(key, x, widths) for x in v)
+
+
+KEYPOINTS = 16  # keypoints a detector keeps of each image (SuperPoint, for LightGlue and SuperGlue)
+
+
+def _fixed_token_counts(out: dict) -> None:
+    """As many tokens in every forward, whatever the pixels (the derivation compares the forwards
+    of two inputs): a keypoint detector keeps its KEYPOINTS best pixels, every pixel a candidate
+    (a random model's scores are zero at most); LightGlue prunes no keypoint and stops at no layer
+    early (-1: off)."""
+    if "keypoint_threshold" in out and isinstance(out.get("max_keypoints"), int):
+        out["keypoint_threshold"] = -1.0
+        out["max_keypoints"] = KEYPOINTS
+    for k in ("depth_confidence", "width_confidence"):
+        if isinstance(out.get(k), float):
+            out[k] = -1.0
 
 
 def _query_heads(out: dict, kv_key: str) -> int | None:
@@ -245,7 +278,6 @@ def _rope_context(out: dict, own: dict) -> None:
 
 POSITIONS = ("max_position_embeddings", "n_positions", "max_seq_len", "max_sequence_length", "n_ctx", "seq_length")
 MAX_POSITIONS = 512
-QUERIES = 16  # object queries (DETR and kin): fewer than a 32-pixel image's anchors over its levels
 LATENT = {"qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16, "kv_lora_rank": 32, "q_lora_rank": 48,
           "qk_head_dim": 32}  # fmt: skip
 RESNET = {"model_type": "resnet", "depths": [1, 1], "hidden_sizes": [32, 64], "embedding_size": 32,
@@ -371,6 +403,60 @@ def _rope_sections(out: dict) -> None:
                 params[name] = new
 
 
+CHANNEL_KEYS = ("num_channels", "in_chans", "in_channels")
+GRID_KEYS = re.compile(r"^(image_embedding_size|\w*feature_sizes|\w*feat_sizes)$")
+
+
+def _fit_grids(d: dict, own: dict) -> None:
+    """Sizes of the image's patch grid that other configs than the one embedding the pixels state
+    (SAM's image_embedding_size, SAM 2's backbone_feature_sizes and the patch_size of its prompt
+    encoder, which is the stride of the image embeddings), scaled as the shrinking scaled that grid."""
+    pixels = next((p for p, c in _configs_of(d) if any(k in c for k in CHANNEL_KEYS) and _grid(c)), None)
+    if pixels is None:
+        return
+    new, old = _grid(_get_dict(d, pixels)), _grid(_get_dict(own, pixels))
+    if not (old and new) or old == new:
+        return
+
+    def scaled(v):
+        return [scaled(x) for x in v] if isinstance(v, (list, tuple)) else max(1, v * new // old)
+
+    for path, c in _configs_of(d):
+        was = _get_dict(own, path)
+        for k, v in c.items():
+            if GRID_KEYS.match(k) and _ints(v) and _ints(was.get(k)):
+                c[k] = scaled(was[k])
+        if path != pixels and not any(k in c for k in CHANNEL_KEYS) and _grid(c) and _grid(was):
+            c["patch_size"] = max(1, _int(_first(c["image_size"])) // max(1, scaled(_grid(was))))
+
+
+def _grid(c: dict) -> int:
+    """Patches along a side of a config's image: image_size over patch_size (or patch_stride)."""
+    image = _int(_first(c.get("image_size")))
+    patch = _int(_first(c.get("patch_size") or c.get("patch_stride")))
+    return image // patch if image and patch else 0
+
+
+def _first(v):
+    return v[0] if isinstance(v, (list, tuple)) and v else v
+
+
+def _ints(v) -> bool:
+    return bool(_int(v)) or (isinstance(v, (list, tuple)) and bool(v) and all(_ints(x) for x in v))
+
+
+def _configs_of(d: dict, path: str = ""):
+    """(dotted path, config dict) of d and of every sub-config in it, outer ones first."""
+    yield path, d
+    for k, v in d.items():
+        if _is_sub(v, k):
+            yield from _configs_of(v, f"{path}{k}.")
+
+
+def _get_dict(d: dict, path: str) -> dict:
+    return (_get(d, path.rstrip(".")) if path else d) or {}
+
+
 def _apply_hints(d: dict, hints: dict) -> None:
     for key, value in hints.items():
         node = d
@@ -389,6 +475,7 @@ def shrink(config, kv_equal: bool = False):
     own = config.to_dict()
     for equal in (kv_equal, True):
         d = _shrink_dict(own, _Counts(), equal)
+        _fit_grids(d, own)
         _apply_hints(d, HINTS.get(config.model_type, {}))
         d.pop("transformers_version", None)
         try:
@@ -448,11 +535,11 @@ def _with_computed(cls, d: dict, own: dict, made):
 
 def _recomputed(cls, d: dict, own: dict) -> dict:
     """d with the sizes its class computes from others handed back to it: a field declared "auto"
-    (Bamba's mamba_d_head: mamba_expand x hidden_size / mamba_n_heads) set to "auto", and an integer
-    or list that is no declared field but which the class sets itself (D-FINE's head_dim, Zamba 2's
-    mamba_headdim, LW-DETR's projector_in_channels: computed in __post_init__, where a key passed
-    back would overwrite them)
-    dropped, and a field declared None that the shrinking left at a full size over BIG, which the
+    (Bamba's mamba_d_head: mamba_expand x hidden_size / mamba_n_heads) set to "auto", an integer (or
+    a list) that is no declared field but which the class sets itself (D-FINE's head_dim, Zamba 2's
+    mamba_headdim, LW-DETR's projector_in_channels, EfficientLoFTR's channels per block: computed in
+    __post_init__, where a key passed back would overwrite them) dropped, and a field declared None
+    that the shrinking left at a full size over BIG, which the
     class computes when unset (Zamba's attention_hidden_size: 2 x hidden_size), unset. The
     config's own values of these came from its full sizes, which no longer hold."""
     import dataclasses
