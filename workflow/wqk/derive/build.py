@@ -145,9 +145,11 @@ def _int(v):
 
 def _pixels(config, g) -> torch.Tensor:
     vision = _sub(config, "vision_config")
-    size = _int(getattr(vision, "image_size", None) or 32)
+    size = getattr(vision, "image_size", None) or 32
+    square = not (isinstance(size, (list, tuple)) and len(size) == 2)  # MGP-STR's [height, width]: [32, 128]
+    height, width = (_int(size),) * 2 if square else size
     channels = getattr(vision, "num_channels", 3)
-    return torch.randn(B, channels, size, size, generator=g, dtype=torch.float64)
+    return torch.randn(B, channels, height, width, generator=g, dtype=torch.float64)
 
 
 def _features(config, g) -> torch.Tensor:
@@ -171,6 +173,53 @@ def _flat_patches(config, g) -> dict:
         "pixel_values": torch.randn(B, n, channels * patch * patch, generator=g, dtype=torch.float64),
         "spatial_shapes": torch.tensor([[FLAT_SIDE, FLAT_SIDE]] * B),
         "pixel_attention_mask": torch.ones(B, n, dtype=torch.long),
+    }
+
+
+def _positioned_patches(config, g) -> dict:
+    """Gemma 4's flattened patches [B, patches, channels x patch x patch] and each patch's (x, y):
+    a square grid of FLAT_SIDE patches a side, rounded up to whole pooling kernels."""
+    vision = _sub(config, "vision_config")
+    patch = _int(getattr(vision, "patch_size", None) or 16)
+    channels = getattr(vision, "num_channels", None) or 3
+    kernel = getattr(vision, "pooling_kernel_size", None) or 1
+    side = kernel * math.ceil(FLAT_SIDE / kernel)
+    ys, xs = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
+    return {
+        "pixel_values": torch.randn(B, side * side, channels * patch * patch, generator=g, dtype=torch.float64),
+        "pixel_position_ids": torch.stack([xs.flatten(), ys.flatten()], -1).expand(B, -1, -1).contiguous(),
+    }
+
+
+def _tiles(config, pixels: torch.Tensor, g) -> dict:
+    """Mllama's images of tiles [B, 1 image, tiles, channels, height, width]: as many tiles as
+    its tile embeddings hold (max_num_tiles), in the first aspect ratio of that many tiles."""
+    vision = _sub(config, "vision_config")
+    tiles = getattr(vision, "max_num_tiles", None) or 1
+    ratios = [tuple(r) for r in getattr(vision, "supported_aspect_ratios", None) or []]
+    ratio = next((n + 1 for n, r in enumerate(ratios) if math.prod(r) == tiles), None)  # ids from 1 (0: padding)
+    if ratio is None:
+        tiles, ratio = 1, 1
+    return {
+        "pixel_values": torch.randn(B, 1, tiles, *pixels.shape[1:], generator=g, dtype=torch.float64),
+        "aspect_ratio_ids": torch.full((B, 1), ratio, dtype=torch.long),
+        "aspect_ratio_mask": torch.ones(B, 1, tiles, dtype=torch.long),
+    }
+
+
+def _packed_patches(config, g) -> dict:
+    """An image as NaViT packers (MiniCPM-V) read it: its patches laid side by side in one strip
+    [1, channels, patch, patches x patch], and its grid of patches (height, width). One image of
+    one merge window (window_kernel_size), else of FLAT_SIDE x FLAT_SIDE: every attention then
+    sees every patch (packed images, or windows, split an attention's tokens into parts)."""
+    vision = _sub(config, "vision_config")
+    patch = _int(getattr(vision, "patch_size", None) or 16)
+    channels = getattr(vision, "num_channels", None) or 3
+    window = getattr(vision, "window_kernel_size", None)
+    height, width = window if isinstance(window, (list, tuple)) and len(window) == 2 else (FLAT_SIDE, FLAT_SIDE)
+    return {
+        "pixel_values": torch.randn(1, channels, patch, height * width * patch, generator=g, dtype=torch.float64),
+        "target_sizes": torch.tensor([[height, width]]),
     }
 
 
@@ -198,19 +247,47 @@ def _video(config, g) -> torch.Tensor:
 def _patches(config, g) -> dict:
     """One image of 2m x 2m patches (m: the spatial merge), flattened as Qwen2-VL's vision tower
     reads them: [patches, channels x temporal patch x patch x patch], and its grid (1, 2m, 2m)."""
-    merge = getattr(config, "spatial_merge_size", None) or 2
+    side = 2 * _merge(config)
+    grid = torch.tensor([[1, side, side]])
+    x = torch.randn(side * side, math.prod(_patch_shape(config)), generator=g, dtype=torch.float64)
+    return {"hidden_states": x, "grid_thw": grid}
+
+
+def _merge(config) -> int:
+    return getattr(config, "spatial_merge_size", None) or getattr(config, "merge_size", None) or 2
+
+
+def _patch_shape(config) -> tuple[int, ...]:
+    """One flattened patch's shape: (channels, temporal patch, patch, patch), the temporal one
+    left out where it is 1."""
     channels = getattr(config, "in_channels", None) or getattr(config, "in_chans", None) or 3
     patch = _int(getattr(config, "patch_size", None) or 14)
-    temporal = getattr(config, "temporal_patch_size", None) or 1
-    side = 2 * merge
-    grid = torch.tensor([[1, side, side]])
-    x = torch.randn(side * side, channels * temporal * patch * patch, generator=g, dtype=torch.float64)
-    return {"hidden_states": x, "grid_thw": grid}
+    temporal = getattr(config, "temporal_patch_size", None) or getattr(config, "patch_temporal", None) or 1
+    return (channels, temporal, patch, patch) if temporal > 1 else (channels, patch, patch)
+
+
+def _layout_variants(model, variants: list[dict]) -> list[dict]:
+    """Pixels laid out otherwise: flattened patches beside a grid_thw, each patch as a small image
+    [patches, channels, patch, patch] (Kimi-K2.5's tower convolves each), and these as a batch of
+    one [1, patches, channels, patch, patch] (PaddleOCR-VL's); a clip's frames as a
+    batch of images [B x frames, channels, height, width] (X-CLIP's vision model)."""
+    out = []
+    for inputs in variants:
+        pixels = inputs.get("pixel_values")
+        if pixels is not None and pixels.ndim == 5:
+            out.append(dict(inputs, pixel_values=pixels.flatten(0, 1)))
+        name = next((k for k in ("pixel_values", "hidden_states") if k in inputs), None)
+        if "grid_thw" in inputs and name and inputs[name].ndim == 2:
+            x = inputs[name]
+            x = x.reshape(x.shape[0], *_patch_shape(model.config))
+            out += [dict(inputs, **{name: x}), dict(inputs, **{name: x[None]})]
+    return out
 
 
 def input_variants(model, seed: int = 0) -> list[dict]:
     """The inputs to try, in order: every modality the forward takes, then its main one alone;
-    audio features as [B, mel bins, frames] (Whisper), then [B, frames, mel bins] (conformers)."""
+    audio features as [B, mel bins, frames] (Whisper), then [B, frames, mel bins] (conformers);
+    then waveforms and patches laid out otherwise."""
     out = []
     dtype = next(model.parameters()).dtype
     for every in (True, False):
@@ -222,7 +299,7 @@ def input_variants(model, seed: int = 0) -> list[dict]:
         features = inputs.get("input_features")
         if features is not None and features.ndim == 3:
             out.append(_with_mask(dict(inputs, input_features=features.transpose(1, 2).contiguous())))
-    return out + _waveform_variants(model, out, seed)
+    return out + _waveform_variants(model, out, seed) + _layout_variants(model, out)
 
 
 def _with_mask(inputs: dict) -> dict:
@@ -277,10 +354,16 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
         patches = _patches(config, g)
         if "hidden_states" not in params and "pixel_values" in params:  # the patches' name in newer towers
             patches["pixel_values"] = patches.pop("hidden_states")
+        if "merge_sizes" in params:  # Video-LLaMA 3: each image's spatial merge
+            patches["merge_sizes"] = torch.tensor([_merge(config)])
         return patches
     main = getattr(model, "main_input_name", "input_ids")
     if main not in params:
         main = next((k for k in makers if k in params), main)
+    first = next((k for k, p in params.items() if p.default is p.empty and p.kind in NAMED), None)
+    if main not in params and first and (main == "pixel_values" or "image" in first):
+        # pixels under the forward's own name (Florence 2's vision backbone: hidden_states; BridgeTower's: image)
+        makers[first], main = makers["pixel_values"], first
     kwargs = {main: makers[main]()} if main in makers and main in params else {}
     if every:
         if (
@@ -298,9 +381,16 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
     return kwargs
 
 
+NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)  # not *args, **kwargs
+
+
 def _samples(config, tokens: int) -> int:
     """A waveform's length: 1600 samples, or tokens frames of a codec that states its frame rate
-    (Mimi's 1920 samples a frame, where 1600 samples would give its transformers one frame)."""
+    (Mimi's 1920 samples a frame, where 1600 samples would give its transformers one frame), or
+    tokens of an encoder that states its samples per token (Muse Spark's: it takes only whole ones)."""
+    per_token = getattr(config, "samples_per_token", None)
+    if isinstance(per_token, int) and 0 < per_token <= 64_000 // tokens:
+        return tokens * per_token
     rate, frames = getattr(config, "sampling_rate", None), getattr(config, "frame_rate", None)
     if not (isinstance(rate, (int, float)) and isinstance(frames, (int, float)) and frames > 0):
         return 1600
@@ -316,9 +406,11 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
     config = model.config
     if "use_cache" in params:  # no cache: hybrid models (Jamba, Zamba) build one only for generation
         kwargs["use_cache"] = False
-    frames = getattr(config, "num_frames", None)
+    frames = getattr(_sub(config, "vision_config"), "num_frames", None)  # X-CLIP: its vision config's
     if "pixel_values" in kwargs and isinstance(frames, int) and kwargs["pixel_values"].ndim == 4:  # video
-        kwargs["pixel_values"] = kwargs["pixel_values"][:, None].expand(-1, frames, -1, -1, -1).contiguous()
+        # frames that differ (X-CLIP's attention across frames would see one frame's token again and again)
+        image = kwargs["pixel_values"].shape[1:]
+        kwargs["pixel_values"] = torch.randn(B, frames, *image, generator=g, dtype=torch.float64)
     if "input_features" in kwargs and getattr(config, "input_feat_per_channel", None):  # Speech2Text: [B, T, features]
         feats = config.input_feat_per_channel * getattr(config, "input_channels", 1)
         kwargs["input_features"] = torch.randn(B, 4 * tokens, feats, generator=g, dtype=torch.float64)
@@ -326,11 +418,13 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
         kwargs["input_values"] = torch.randn(B, tokens, _width(config), generator=g, dtype=torch.float64)
         kwargs["decoder_input_values"] = torch.randn(B, tokens - 2, _width(config), generator=g, dtype=torch.float64)
     if "aspect_ratio_ids" in params and "pixel_values" in kwargs:  # Mllama's vision tower: images of tiles
-        kwargs["pixel_values"] = kwargs["pixel_values"][:, None, None]
-        kwargs["aspect_ratio_ids"] = torch.ones(B, 1, dtype=torch.long)
-        kwargs["aspect_ratio_mask"] = torch.ones(B, 1, 1, dtype=torch.long)
+        kwargs.update(_tiles(config, kwargs["pixel_values"], g))
     if "spatial_shapes" in params and "pixel_values" in kwargs:  # SigLIP 2 (NaFlex): patches, their grid, a mask
         kwargs.update(_flat_patches(config, g))
+    if "pixel_position_ids" in params and "pixel_values" in kwargs:  # Gemma 4: flat patches and their places
+        kwargs.update(_positioned_patches(config, g))
+    if "target_sizes" in params and "pixel_values" in kwargs:  # MiniCPM-V: patches packed in a strip, their grid
+        kwargs.update(_packed_patches(config, g))
     if "flattened_patches" in params and "flattened_patches" not in kwargs:  # Pix2Struct, Kosmos-2.5
         kwargs["flattened_patches"] = _placed_patches(config, g)
     if "pixel_values_videos" in params and not kwargs:  # a video model (V-JEPA 2, VideoPrism): a clip
@@ -349,13 +443,16 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
     mask = params.get("input_features_mask")
     if mask is not None and "input_features" in kwargs and mask.default is inspect.Parameter.empty:
         kwargs["input_features_mask"] = _every_frame(kwargs["input_features"])  # Qwen3-ASR's encoder
-    for name in ("hidden_states", "query_embeds"):
+    for name in ("hidden_states", "query_embeds", "context"):
         p = params.get(name)
         if p is not None and p.default is inspect.Parameter.empty and not kwargs:
             # a tower that reads its states as they come from another (FLAVA's multimodal encoder), or
-            # learned queries (BLIP-2's Q-Former)
+            # learned queries (BLIP-2's Q-Former), or a resampler's context (Idefics2's perceiver)
             width = getattr(config, "input_dim", None) or _width(config)
             kwargs[name] = torch.randn(B, tokens, width, generator=g, dtype=torch.float64)
+            mask = params.get("attention_mask")
+            if mask is not None and mask.default is inspect.Parameter.empty:  # every token real
+                kwargs["attention_mask"] = torch.ones(B, tokens, dtype=torch.long)
     crosses = any("crossattention" in n or "encoder_attn" in n or "cross_attn" in n for n, _ in model.named_modules())
     if "encoder_hidden_states" in params and crosses and not getattr(config, "is_encoder_decoder", False):
         width = (
