@@ -270,6 +270,13 @@ def test_refusals_name_their_category():
         ("seggpt", {"encoder"}),  # a prompt image and mask stacked over the image, on the batch
         ("superglue", {"encoder", "cross"}),  # image pairs [B, 2, C, H, W], keypoints of each
         ("evolla", {"encoder", "decoder", "cross"}),  # protein_input_ids: its protein encoder's tokens
+        ("muse_spark_vision", {"encoder"}),  # flattened patches of patch_temporal frames, merge_size
+        ("kimi_k25_vision", {"encoder"}),  # flattened patches, each as a small image
+        ("paddleocr_vl_vision", {"encoder"}),  # those as a batch of one
+        ("video_llama_3_vision", {"encoder"}),  # each image's merge_sizes beside grid_thw
+        ("gemma4_vision", {"encoder"}),  # flat patches and their pixel_position_ids, whole pooling kernels
+        ("mgp-str", {"encoder"}),  # a [height, width] image size: non-square pixels
+        ("mllama_vision_model", {"encoder"}),  # max_num_tiles tiles; intermediate_layers_indices in the depth
     ],
 )
 def test_the_forwards_reach_nested_towers_and_the_inputs_they_name(model_type, stacks):
@@ -569,3 +576,28 @@ def test_prompts_and_places_the_forwards_take_reach_the_attentions_behind_them()
     assert kosmos.category == "layout" and "x_attn" in kosmos.reason, kosmos.reason
     dino = derive("grounding-dino")  # its fusion layer's heads: encoder_attention_heads // 2
     assert dino.category == "config" and "fusion_layer" in dino.reason, dino.reason
+
+
+def test_vision_inputs_and_sizes_follow_the_forward_and_the_config():
+    """MiniCPM-V: patches packed in a strip with their target_sizes, its merger's insert_layer_id
+    inside the shrunk depth (then refused for the merger's attention outside the layers, not for its
+    forward); X-CLIP: frames that differ; Florence 2: stage widths its stage heads divide; Llama 4:
+    the hint that makes its default vision config run; Idefics2: its resampler's context; BridgeTower:
+    pixels under the forward's name."""
+    from wqk.derive.build import build, forward_inputs, model_class
+    from wqk.derive.shrink import tiny_config
+
+    config = tiny_config("minicpmv4_6_vision")
+    assert config.insert_layer_id < config.num_hidden_layers
+    inputs = forward_inputs(build(config))
+    assert inputs["target_sizes"].tolist() == [list(config.window_kernel_size)]
+    assert inputs["pixel_values"].shape[-1] == config.patch_size * inputs["target_sizes"].prod()
+    minicpm = derive("minicpmv4_6_vision")
+    assert minicpm.category == "layout" and "vit_merger" in minicpm.reason, minicpm.reason
+    assert derive("xclip_vision_model").category == "layout"
+    florence = tiny_config("florence_vision")
+    assert all(w % h == 0 for w, h in zip(florence.embed_dim, florence.num_heads))
+    assert derive("llama4_vision_model").category == "not bilinear"  # its rotary in complex numbers
+    assert derive("idefics2").ok  # its perceiver resampler runs on its own: a context and its mask
+    bridge = tiny_config("bridgetower_vision_model")
+    assert set(forward_inputs(build(bridge, model_class(bridge)))) == {"image"}

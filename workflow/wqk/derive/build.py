@@ -177,15 +177,17 @@ LEVEL_SIDE = 4  # the coarsest feature level of a multi-level detector: 4 x 4 to
 
 
 def _pixels(config, g) -> torch.Tensor:
-    """An image of the config's size (its vision tower's, its backbone's), else 32 pixels, or as
-    many as give a detector's coarsest feature level (its largest stride: RT-DETR's AIFI attends
-    over it) LEVEL_SIDE tokens a side."""
+    """An image of the config's size (its vision tower's, its backbone's; [height, width] too: MGP-STR's
+    [32, 128]), else 32 pixels, or as many as give a detector's coarsest feature level (its largest
+    stride: RT-DETR's AIFI attends over it) LEVEL_SIDE tokens a side."""
     vision = _sub(config, "vision_config", "backbone_config")
     strides = getattr(config, "feat_strides", None) or getattr(config, "feature_strides", None)
     coarsest = max(strides) if isinstance(strides, (list, tuple)) and strides else 0
-    size = _int(getattr(vision, "image_size", None) or max(32, LEVEL_SIDE * coarsest))
+    size = getattr(vision, "image_size", None) or max(32, LEVEL_SIDE * coarsest)
+    square = not (isinstance(size, (list, tuple)) and len(size) == 2)
+    height, width = (_int(size),) * 2 if square else size
     channels = getattr(vision, "num_channels", 3)
-    return torch.randn(B, channels, size, size, generator=g, dtype=torch.float64)
+    return torch.randn(B, channels, height, width, generator=g, dtype=torch.float64)
 
 
 def _features(config, g, frames: int | None = None) -> torch.Tensor:
@@ -239,6 +241,53 @@ def _flat_patches(config, g) -> dict:
     }
 
 
+def _positioned_patches(config, g) -> dict:
+    """Gemma 4's flattened patches [B, patches, channels x patch x patch] and each patch's (x, y):
+    a square grid of FLAT_SIDE patches a side, rounded up to whole pooling kernels."""
+    vision = _sub(config, "vision_config")
+    patch = _int(getattr(vision, "patch_size", None) or 16)
+    channels = getattr(vision, "num_channels", None) or 3
+    kernel = getattr(vision, "pooling_kernel_size", None) or 1
+    side = kernel * math.ceil(FLAT_SIDE / kernel)
+    ys, xs = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
+    return {
+        "pixel_values": torch.randn(B, side * side, channels * patch * patch, generator=g, dtype=torch.float64),
+        "pixel_position_ids": torch.stack([xs.flatten(), ys.flatten()], -1).expand(B, -1, -1).contiguous(),
+    }
+
+
+def _tiles(config, pixels: torch.Tensor, g) -> dict:
+    """Mllama's images of tiles [B, 1 image, tiles, channels, height, width]: as many tiles as
+    its tile embeddings hold (max_num_tiles), in the first aspect ratio of that many tiles."""
+    vision = _sub(config, "vision_config")
+    tiles = getattr(vision, "max_num_tiles", None) or 1
+    ratios = [tuple(r) for r in getattr(vision, "supported_aspect_ratios", None) or []]
+    ratio = next((n + 1 for n, r in enumerate(ratios) if math.prod(r) == tiles), None)  # ids from 1 (0: padding)
+    if ratio is None:
+        tiles, ratio = 1, 1
+    return {
+        "pixel_values": torch.randn(B, 1, tiles, *pixels.shape[1:], generator=g, dtype=torch.float64),
+        "aspect_ratio_ids": torch.full((B, 1), ratio, dtype=torch.long),
+        "aspect_ratio_mask": torch.ones(B, 1, tiles, dtype=torch.long),
+    }
+
+
+def _packed_patches(config, g) -> dict:
+    """An image as NaViT packers (MiniCPM-V) read it: its patches laid side by side in one strip
+    [1, channels, patch, patches x patch], and its grid of patches (height, width). One image of
+    one merge window (window_kernel_size), else of FLAT_SIDE x FLAT_SIDE: every attention then
+    sees every patch (packed images, or windows, split an attention's tokens into parts)."""
+    vision = _sub(config, "vision_config")
+    patch = _int(getattr(vision, "patch_size", None) or 16)
+    channels = getattr(vision, "num_channels", None) or 3
+    window = getattr(vision, "window_kernel_size", None)
+    height, width = window if isinstance(window, (list, tuple)) and len(window) == 2 else (FLAT_SIDE, FLAT_SIDE)
+    return {
+        "pixel_values": torch.randn(1, channels, patch, height * width * patch, generator=g, dtype=torch.float64),
+        "target_sizes": torch.tensor([[height, width]]),
+    }
+
+
 def _placed_patches(config, g) -> torch.Tensor:
     """Pix2Struct's flattened patches [B, patches, 2 + patch pixels]: each patch's row and column
     (a grid of FLAT_SIDE x FLAT_SIDE) before its pixels."""
@@ -263,19 +312,47 @@ def _video(config, g) -> torch.Tensor:
 def _patches(config, g) -> dict:
     """One image of 2m x 2m patches (m: the spatial merge), flattened as Qwen2-VL's vision tower
     reads them: [patches, channels x temporal patch x patch x patch], and its grid (1, 2m, 2m)."""
-    merge = getattr(config, "spatial_merge_size", None) or 2
+    side = 2 * _merge(config)
+    grid = torch.tensor([[1, side, side]])
+    x = torch.randn(side * side, math.prod(_patch_shape(config)), generator=g, dtype=torch.float64)
+    return {"hidden_states": x, "grid_thw": grid}
+
+
+def _merge(config) -> int:
+    return getattr(config, "spatial_merge_size", None) or getattr(config, "merge_size", None) or 2
+
+
+def _patch_shape(config) -> tuple[int, ...]:
+    """One flattened patch's shape: (channels, temporal patch, patch, patch), the temporal one
+    left out where it is 1."""
     channels = getattr(config, "in_channels", None) or getattr(config, "in_chans", None) or 3
     patch = _int(getattr(config, "patch_size", None) or 14)
-    temporal = getattr(config, "temporal_patch_size", None) or 1
-    side = 2 * merge
-    grid = torch.tensor([[1, side, side]])
-    x = torch.randn(side * side, channels * temporal * patch * patch, generator=g, dtype=torch.float64)
-    return {"hidden_states": x, "grid_thw": grid}
+    temporal = getattr(config, "temporal_patch_size", None) or getattr(config, "patch_temporal", None) or 1
+    return (channels, temporal, patch, patch) if temporal > 1 else (channels, patch, patch)
+
+
+def _layout_variants(model, variants: list[dict]) -> list[dict]:
+    """Pixels laid out otherwise: flattened patches beside a grid_thw, each patch as a small image
+    [patches, channels, patch, patch] (Kimi-K2.5's tower convolves each), and these as a batch of
+    one [1, patches, channels, patch, patch] (PaddleOCR-VL's); a clip's frames as a
+    batch of images [B x frames, channels, height, width] (X-CLIP's vision model)."""
+    out = []
+    for inputs in variants:
+        pixels = inputs.get("pixel_values")
+        if pixels is not None and pixels.ndim == 5:
+            out.append(dict(inputs, pixel_values=pixels.flatten(0, 1)))
+        name = next((k for k in ("pixel_values", "hidden_states") if k in inputs), None)
+        if "grid_thw" in inputs and name and inputs[name].ndim == 2:
+            x = inputs[name]
+            x = x.reshape(x.shape[0], *_patch_shape(model.config))
+            out += [dict(inputs, **{name: x}), dict(inputs, **{name: x[None]})]
+    return out
 
 
 def input_variants(model, seed: int = 0) -> list[dict]:
     """The inputs to try, in order: every modality the forward takes, then its main one alone;
-    audio features as [B, mel bins, frames] (Whisper), then [B, frames, mel bins] (conformers)."""
+    audio features as [B, mel bins, frames] (Whisper), then [B, frames, mel bins] (conformers);
+    then waveforms and patches laid out otherwise."""
     out = []
     dtype = next(model.parameters()).dtype
     for every in (True, False):
@@ -287,7 +364,8 @@ def input_variants(model, seed: int = 0) -> list[dict]:
         features = inputs.get("input_features")
         if features is not None and features.ndim == 3:
             out.append(_with_mask(dict(inputs, input_features=features.transpose(1, 2).contiguous())))
-    extra = _mel_variants(model, out, seed) + _waveform_variants(model, out, seed) + _codebook_variants(model, out)
+    extra = _mel_variants(model, out, seed) + _waveform_variants(model, out, seed) + _layout_variants(model, out)
+    extra += _codebook_variants(model, out)
     out += extra + _pair_variants(out, seed) + _encoder_variants(model, out, seed)
     return out + [_one_example(inputs) for inputs in out[:1]]
 
@@ -414,12 +492,18 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
         patches = _patches(config, g)
         if "hidden_states" not in params and "pixel_values" in params:  # the patches' name in newer towers
             patches["pixel_values"] = patches.pop("hidden_states")
+        if "merge_sizes" in params:  # Video-LLaMA 3: each image's spatial merge
+            patches["merge_sizes"] = torch.tensor([_merge(config)])
         return patches
     main = getattr(model, "main_input_name", "input_ids")
     if isinstance(main, (list, tuple)):  # OneFormer's pixels and task tokens: the first one made here
         main = next((k for k in main if k in makers), "input_ids")
     if main not in params:
         main = next((k for k in makers if k in params), main)
+    first = next((k for k, p in params.items() if p.default is p.empty and p.kind in NAMED), None)
+    if main not in params and first and (main == "pixel_values" or "image" in first):
+        # pixels under the forward's own name (Florence 2's vision backbone: hidden_states; BridgeTower's: image)
+        makers[first], main = makers["pixel_values"], first
     kwargs = {main: makers[main]()} if main in makers and main in params else {}
     for name, make in makers.items():  # the other inputs it requires (X-Codec 2: a waveform and its features)
         if name in params and name not in kwargs and params[name].default is inspect.Parameter.empty:
@@ -438,6 +522,9 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
         kwargs["decoder_input_ids"] = ids(tokens - 2)
     _by_signature(model, params, kwargs, g, tokens)
     return kwargs
+
+
+NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)  # not *args, **kwargs
 
 
 def _ids(config, g, n: int) -> torch.Tensor:
@@ -533,9 +620,11 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
     config = model.config
     if "use_cache" in params:  # no cache: hybrid models (Jamba, Zamba) build one only for generation
         kwargs["use_cache"] = False
-    frames = getattr(config, "num_frames", None)
+    frames = getattr(_sub(config, "vision_config"), "num_frames", None)  # X-CLIP: its vision config's
     if "pixel_values" in kwargs and isinstance(frames, int) and kwargs["pixel_values"].ndim == 4:  # video
-        kwargs["pixel_values"] = kwargs["pixel_values"][:, None].expand(-1, frames, -1, -1, -1).contiguous()
+        # frames that differ (X-CLIP's attention across frames would see one frame's token again and again)
+        image = kwargs["pixel_values"].shape[1:]
+        kwargs["pixel_values"] = torch.randn(B, frames, *image, generator=g, dtype=torch.float64)
     if "input_features" in kwargs and getattr(config, "input_feat_per_channel", None):  # Speech2Text: [B, T, features]
         feats = config.input_feat_per_channel * getattr(config, "input_channels", 1)
         kwargs["input_features"] = torch.randn(B, 4 * tokens, feats, generator=g, dtype=torch.float64)
@@ -543,11 +632,13 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
         kwargs["input_values"] = torch.randn(B, tokens, _width(config), generator=g, dtype=torch.float64)
         kwargs["decoder_input_values"] = torch.randn(B, tokens - 2, _width(config), generator=g, dtype=torch.float64)
     if "aspect_ratio_ids" in params and "pixel_values" in kwargs:  # Mllama's vision tower: images of tiles
-        kwargs["pixel_values"] = kwargs["pixel_values"][:, None, None]
-        kwargs["aspect_ratio_ids"] = torch.ones(B, 1, dtype=torch.long)
-        kwargs["aspect_ratio_mask"] = torch.ones(B, 1, 1, dtype=torch.long)
+        kwargs.update(_tiles(config, kwargs["pixel_values"], g))
     if "spatial_shapes" in params and "pixel_values" in kwargs:  # SigLIP 2 (NaFlex): patches, their grid, a mask
         kwargs.update(_flat_patches(config, g))
+    if "pixel_position_ids" in params and "pixel_values" in kwargs:  # Gemma 4: flat patches and their places
+        kwargs.update(_positioned_patches(config, g))
+    if "target_sizes" in params and "pixel_values" in kwargs:  # MiniCPM-V: patches packed in a strip, their grid
+        kwargs.update(_packed_patches(config, g))
     if "flattened_patches" in params and "flattened_patches" not in kwargs:  # Pix2Struct, Kosmos-2.5
         kwargs["flattened_patches"] = _placed_patches(config, g)
     if "pixel_values_videos" in params and not kwargs:  # a video model (V-JEPA 2, VideoPrism): a clip
@@ -610,15 +701,19 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
         kwargs["feature_lens"] = torch.tensor([kwargs["input_features"].shape[-1]])
     if "input_features_mask" in params and "input_features" in kwargs:  # Qwen3-ASR, Audio Flamingo 3
         kwargs["input_features_mask"] = _every_frame(kwargs["input_features"])
-    for name in ("hidden_states", "query_embeds", "inputs_embeds"):
+    for name in ("hidden_states", "query_embeds", "inputs_embeds", "context"):
         p = params.get(name)
         if p is not None and p.default is inspect.Parameter.empty and not kwargs:
             # a tower that reads its states as they come from another (FLAVA's multimodal encoder, BLT's
-            # global transformer), learned queries (BLIP-2's Q-Former), or a conformer's features
-            # (Phi-4's audio encoder: input_size features a frame, time_reduction frames a token)
+            # global transformer), learned queries (BLIP-2's Q-Former), a resampler's context (Idefics2's
+            # perceiver), or a conformer's features (Phi-4's audio encoder: input_size features a frame,
+            # time_reduction frames a token)
             width = getattr(config, "input_dim", None) or _int_field(config, "input_size") or _width(config)
             frames = tokens * (_int_field(config, "time_reduction") or 1)
             kwargs[name] = torch.randn(B, frames, width, generator=g, dtype=torch.float64)
+            mask = params.get("attention_mask")
+            if mask is not None and mask.default is inspect.Parameter.empty:  # every token real
+                kwargs["attention_mask"] = torch.ones(B, frames, dtype=torch.long)
     for name, p in params.items():  # required, and may be None (Phi-4's audio encoder's mask): None
         required = p.default is inspect.Parameter.empty and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
         if name not in kwargs and required and "None" in str(p.annotation):

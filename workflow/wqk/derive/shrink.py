@@ -37,11 +37,15 @@ LAYER_KEYS = re.compile(
     r"^(num_hidden_layers|n_layer|n_layers|num_layers|encoder_layers|decoder_layers|num_decoder_layers"
     r"|num_encoder_layers|depth|num_layers_per_stack)$"
 )
+LAYER_INDEX_KEYS = re.compile(r"^insert_layer_id$")  # a layer's index, where a module sits in the stack
 EXPERT_KEYS = re.compile(r"^(num_experts|num_local_experts|n_routed_experts|moe_num_experts|num_routed_experts)$")
 TOPK_KEYS = re.compile(r"^(num_experts_per_tok|num_experts_per_token|moe_topk|top_k|num_selected_experts|moe_k)$")
 SERIES_HORIZON = 12  # steps a forecaster predicts where its config leaves them to the checkpoint (and its context,
 # when unset): over Autoformer's default label_length of 10
 TOKEN_KEYS = re.compile(r"(_token_id|_token_index|_token_ids)$")
+
+LLAMA4_VISION = {"intermediate_size": 4 * WIDTH, "projector_input_dim": WIDTH, "projector_output_dim": WIDTH,
+                 "vision_output_dim": WIDTH}  # fmt: skip
 
 # model_type -> config keys to set after the generic shrinking (why: where it is not obvious)
 HINTS: dict[str, dict] = {
@@ -69,6 +73,12 @@ HINTS: dict[str, dict] = {
         "num_attention_heads": 8,
         "image_size": 64,
     },
+    # Llama 4's default vision config cannot run (its width 768 pixel-shuffled by 0.5 is 3072 a token,
+    # its intermediate_size 5632 the 1408-wide checkpoint's; its output 4096 wide, its projector's
+    # input vision_output_dim 7680): the checkpoint's relations (intermediate_size = width / 0.5^2,
+    # vision_output_dim = projector_output_dim), at the tiny width
+    "llama4_vision_model": LLAMA4_VISION,
+    "llama4": {f"vision_config.{k}": v for k, v in LLAMA4_VISION.items()},
     # one attention block shared by its hybrid layers, tied to the first: two of them, so that the
     # tie has a layer to tie
     "zamba": {
@@ -149,6 +159,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = HEAD_DIM
         elif LAYER_KEYS.match(k):
             out[k] = min(v, LAYERS) if v > 0 else v
+        elif LAYER_INDEX_KEYS.match(k) and v >= LAYERS:  # MiniCPM-V: a merger after layer 6 of 27; after
+            out[k] = LAYERS - 1  # the last of the shrunk layers (one that merges into a token: none after)
         elif EXPERT_KEYS.match(k):
             out[k] = min(v, 4)
         elif TOPK_KEYS.match(k):
@@ -322,6 +334,20 @@ def _stages(out: dict, own: dict, kept: int = 0) -> None:
     for k, v in own.items():  # other per-stage lists (mlp ratios, drop rates)
         if k not in ("depths", "num_heads") and isinstance(v, (list, tuple)) and len(v) == len(depths) and n < len(v):
             out[k] = list(v[:n])
+    if isinstance(own.get("num_heads"), (list, tuple)):
+        _stage_widths(out, own, depths, n)
+
+
+def _stage_widths(out: dict, own: dict, depths, n: int) -> None:
+    """Per-stage widths that the stages' head counts do not divide (Florence 2's DaViT: embed_dim
+    [128, 256, ...] over 4, 8, ... heads, cut to [128, 256] over 3, 6): WIDTH, doubled per stage
+    (heads of 32, as its config's)."""
+    for k, v in own.items():
+        if not (WIDTH_KEYS.match(k) or k in ("hidden_sizes", "embed_dims")):
+            continue
+        if isinstance(v, (list, tuple)) and len(v) == len(depths):
+            if any(w % h for w, h in zip(v[:n], STAGE_HEADS)):
+                out[k] = [WIDTH * 2**i for i in range(n)]
 
 
 def _remap_token_ids(out: dict, vocab: int) -> None:
@@ -373,12 +399,20 @@ def _shrink_layer_lists(out: dict, own: dict) -> None:
     if _int(blocks) and isinstance(old, int) and n <= blocks < old:
         out["num_blocks"] = max(1, n - 1)  # both kinds of layer, as in the checkpoint
     for k, v in own.items():
-        if isinstance(v, (list, tuple)) and isinstance(old, int) and len(v) == old and old > n:
+        if k.endswith("layers_indices") and isinstance(old, int) and _layer_indices(v, old):
+            out[k] = [i * n // old for i in v]  # Mllama's intermediate_layers_indices: as many, in the shrunk depth
+        elif isinstance(v, (list, tuple)) and isinstance(old, int) and len(v) == old and old > n:
             out[k] = list(v[:n])
         elif isinstance(v, dict) and v and all(isinstance(i, str) and i.isdigit() for i in v):
             out[k] = {i: c for i, c in v.items() if int(i) < n}
         elif isinstance(v, dict) and v and all(isinstance(i, int) for i in v):
             out[k] = {i: c for i, c in v.items() if i < n}
+
+
+def _layer_indices(v, depth: int) -> bool:
+    """Whether v lists layer indices (non-negative, under depth), some past the shrunk depth."""
+    ints = isinstance(v, (list, tuple)) and v and all(_int(i) or i == 0 for i in v)
+    return bool(ints) and all(0 <= i < depth for i in v) and max(v) >= LAYERS
 
 
 def _rope_sections(out: dict) -> None:
