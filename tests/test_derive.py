@@ -240,6 +240,10 @@ def test_refusals_name_their_category():
     assert derive("xcodec2").category == "not bilinear"
     muse = derive("muse_spark_audio")  # a waveform of whole tokens runs it: convolutions only
     assert muse.category == "no attention" and "forward ran no softmax" in muse.reason, muse.reason
+    # its forward's first input is hidden_states: pixels first (Florence 2's backbone), then states, which run
+    # (in float32): an additive attention, no softmax over a q.k product
+    slanet = derive("slanet")
+    assert slanet.category == "no attention" and "forward ran no softmax" in slanet.reason, slanet.reason
     vocoder = derive("speecht5_hifigan")  # run on mel frames: its forward, not only its source, has no attention
     assert vocoder.category == "no attention" and "forward ran no softmax" in vocoder.reason, vocoder.reason
 

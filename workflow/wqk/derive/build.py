@@ -365,9 +365,21 @@ def input_variants(model, seed: int = 0) -> list[dict]:
         if features is not None and features.ndim == 3:
             out.append(_with_mask(dict(inputs, input_features=features.transpose(1, 2).contiguous())))
     extra = _mel_variants(model, out, seed) + _waveform_variants(model, out, seed) + _layout_variants(model, out)
-    extra += _codebook_variants(model, out)
+    extra += _state_variants(model, out, seed) + _codebook_variants(model, out)
     out += extra + _pair_variants(out, seed) + _encoder_variants(model, out, seed)
     return out + [_one_example(inputs) for inputs in out[:1]]
+
+
+def _state_variants(model, variants: list[dict], seed: int) -> list[dict]:
+    """After the others, where the first variant gave pixels under the name hidden_states (Florence
+    2's backbone takes them so): hidden_states as states [B, tokens, width] (SLANet's head reads its
+    backbone's)."""
+    states = variants[0].get("hidden_states") if variants else None
+    if states is None or states.ndim != 4:
+        return []
+    g = torch.Generator().manual_seed(SEED + 12 + 1000 * seed)
+    width = getattr(model.config, "input_dim", None) or _int_field(model.config, "input_size") or _width(model.config)
+    return [dict(variants[0], hidden_states=torch.randn(B, T, width, generator=g, dtype=states.dtype))]
 
 
 def _mel_variants(model, variants: list[dict], seed: int) -> list[dict]:
