@@ -605,3 +605,54 @@ def test_vision_inputs_and_sizes_follow_the_forward_and_the_config():
     assert derive("idefics2").ok  # its perceiver resampler runs on its own: a context and its mask
     bridge = tiny_config("bridgetower_vision_model")
     assert set(forward_inputs(build(bridge, model_class(bridge)))) == {"image"}
+
+
+def test_shares_of_the_width_per_layer_overrides_and_expert_sizes_shrink_with_the_config():
+    """LayoutLMv3's box: 4 coordinates and 2 shapes that make the width; BLT's hidden_size_global, the
+    global stack's width; per_layer_config overrides in their ratio to the config's own fields (Gemma 4's
+    full layers: heads twice as wide; dots.note's sliding layers: half the heads, a head width the sum of
+    its latent parts); LongCat-Flash's zero experts and expert FFN; Gemma 4's assistant, every layer
+    reusing its backbone's keys and values."""
+    from wqk.derive.shrink import WIDTH, tiny_config
+
+    layout = tiny_config("layoutlmv3")
+    assert 4 * layout.coordinate_size + 2 * layout.shape_size == WIDTH
+    assert tiny_config("blt").encoder_config.hidden_size_global == WIDTH
+    gemma = tiny_config("gemma4_unified_text").to_dict()
+    assert gemma["per_layer_config"] == {"5": {"head_dim": 2 * gemma["head_dim"]}}
+    dots = tiny_config("dots3_note_text", kv_equal=True).to_dict()
+    (sliding,) = dots["per_layer_config"].values()
+    assert sliding["num_attention_heads"] == dots["num_attention_heads"] // 2
+    assert sliding["head_dim"] == sliding["qk_nope_head_dim"] + dots["qk_rope_head_dim"]
+    longcat = tiny_config("longcat_flash")
+    assert longcat.zero_expert_num <= 4 and longcat.expert_ffn_hidden_size == 2 * WIDTH
+    assistant = tiny_config("gemma4_unified_assistant").text_config
+    assert assistant.num_kv_shared_layers == assistant.num_hidden_layers
+
+
+def test_inputs_a_forward_requires_by_name():
+    """OmDet-Turbo's prompts (classes and task token ids, their masks, classes per task); Idefics2's
+    perceiver: its context and a required mask over it."""
+    from wqk.derive.build import build, forward_inputs
+    from wqk.derive.shrink import tiny_config
+
+    omdet = forward_inputs(build(tiny_config("omdet-turbo")))
+    assert {"classes_input_ids", "classes_attention_mask", "tasks_input_ids", "tasks_attention_mask"} <= set(omdet)
+    assert omdet["classes_structure"].tolist() == [1] * omdet["pixel_values"].shape[0]
+    perceiver = forward_inputs(build(tiny_config("idefics2_perceiver")))
+    assert perceiver["attention_mask"].shape == perceiver["context"].shape[:2]
+
+
+@pytest.mark.parametrize(
+    "model_type",
+    [
+        "udop",  # token boxes, by which it places its image's patches
+        "idefics",  # images per text and the images each token attends to
+        "clvp_encoder",  # its hint: heads wide enough for its rotary of 32
+        "blt_local_encoder",  # bytes pooled into patches (patch_ids, num_patches)
+        "ernie4_5_vl_moe_text",  # its hint: rope sections of the tiny head
+    ],
+)
+def test_boxes_images_per_text_patches_and_hints_let_the_forward_run(model_type):
+    d = derive(model_type)
+    assert d.ok, (d.category, d.reason)

@@ -366,7 +366,8 @@ def input_variants(model, seed: int = 0) -> list[dict]:
             out.append(_with_mask(dict(inputs, input_features=features.transpose(1, 2).contiguous())))
     extra = _mel_variants(model, out, seed) + _waveform_variants(model, out, seed) + _layout_variants(model, out)
     extra += _state_variants(model, out, seed) + _codebook_variants(model, out)
-    out += extra + _pair_variants(out, seed) + _encoder_variants(model, out, seed)
+    out += extra + _pair_variants(out, seed) + _encoder_variants(model, out, seed) + _feature_variants(model, out, seed)
+    out += _box_variants(model, out, seed) + _images_per_text_variants(model, out)
     return out + [_one_example(inputs) for inputs in out[:1]]
 
 
@@ -434,6 +435,44 @@ def _encoder_variants(model, variants: list[dict], seed: int) -> list[dict]:
     g = torch.Generator().manual_seed(SEED + 11 + 1000 * seed)
     states = _encoder_states(model.config, g, T).to(next(model.parameters()).dtype)
     return [dict(variants[0], encoder_hidden_states=states)]
+
+
+def _feature_variants(model, variants: list[dict], seed: int) -> list[dict]:
+    """After the others: audio features beside the first variant's inputs, where the forward takes
+    them and no variant gave them (CLVP's conditioning encoder reads
+    the text and a mel spectrogram)."""
+    params = inspect.signature(model.forward).parameters
+    if not variants or "input_features" not in params or "input_features" in variants[0]:
+        return []
+    g = torch.Generator().manual_seed(SEED + 12 + 1000 * seed)
+    features = _features(model.config, g).to(next(model.parameters()).dtype)
+    return [dict(variants[0], input_features=features)]
+
+
+def _box_variants(model, variants: list[dict], seed: int) -> list[dict]:
+    """After the others: a box of each token [B, tokens, (x0, y0, x1, y1)], normalised to the page,
+    where the forward takes them (UDOP places its image's patches by the boxes of the text)."""
+    params = inspect.signature(model.forward).parameters
+    if not variants or "bbox" not in params or "bbox" in variants[0] or "input_ids" not in variants[0]:
+        return []
+    g = torch.Generator().manual_seed(SEED + 13 + 1000 * seed)
+    dtype = next(model.parameters()).dtype
+    corner = 0.5 * torch.rand(*variants[0]["input_ids"].shape, 2, generator=g, dtype=dtype)
+    size = 0.5 * torch.rand(corner.shape, generator=g, dtype=dtype)
+    return [dict(variants[0], bbox=torch.cat([corner, corner + size], -1))]
+
+
+def _images_per_text_variants(model, variants: list[dict]) -> list[dict]:
+    """After the others: images per text [B, images, channels, height, width] and the images each
+    token attends to (one), where the forward takes such a mask (IDEFICS; FLAVA's, a mask over
+    patches, runs before)."""
+    params = inspect.signature(model.forward).parameters
+    first = variants[0] if variants else {}
+    pixels, ids = first.get("pixel_values"), first.get("input_ids")
+    if "image_attention_mask" not in params or pixels is None or pixels.ndim != 4 or ids is None:
+        return []
+    mask = torch.ones(*ids.shape, 1, dtype=torch.long)
+    return [dict(first, pixel_values=pixels[:, None], image_attention_mask=mask)]
 
 
 def _pair_variants(variants: list[dict], seed: int) -> list[dict]:
@@ -606,6 +645,7 @@ def _series(config, params, g) -> dict:
 
 
 BOXES = 5  # LXMERT's image regions
+PATCH_BYTES = 3  # BLT's bytes a patch
 
 
 def _trajectory(config, g, tokens: int) -> dict:
@@ -645,6 +685,11 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
         kwargs["decoder_input_values"] = torch.randn(B, tokens - 2, _width(config), generator=g, dtype=torch.float64)
     if "aspect_ratio_ids" in params and "pixel_values" in kwargs:  # Mllama's vision tower: images of tiles
         kwargs.update(_tiles(config, kwargs["pixel_values"], g))
+    if "patch_ids" in params and "num_patches" in params and "input_ids" in kwargs:
+        # BLT's local encoder: bytes pooled into patches, PATCH_BYTES bytes each
+        n = kwargs["input_ids"].shape[1]
+        kwargs["patch_ids"] = (torch.arange(n) // PATCH_BYTES).expand(kwargs["input_ids"].shape[0], -1)
+        kwargs["num_patches"] = -(-n // PATCH_BYTES)
     if "spatial_shapes" in params and "pixel_values" in kwargs:  # SigLIP 2 (NaFlex): patches, their grid, a mask
         kwargs.update(_flat_patches(config, g))
     if "pixel_position_ids" in params and "pixel_values" in kwargs:  # Gemma 4: flat patches and their places
@@ -679,9 +724,16 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
         kwargs.update(_image_places(kwargs["input_ids"], getattr(config, "latent_query_num", None) or 1))
     if "prompt_pixel_values" in params and "pixel_values" in kwargs:  # SegGPT: a prompt and the image, stacked
         kwargs.update(_stacked_with_prompt(config, g))
-    for name in params:
+    for name, p in params.items():
         if name.endswith("_input_ids") and name not in kwargs and (tower := _ids_tower(model, name)) is not None:
             kwargs.update(_tower_ids(name, tower, params, g, tokens))
+        elif name.endswith("_input_ids") and name not in kwargs and p.default is inspect.Parameter.empty:
+            # OmDet-Turbo's classes and task prompts: text of the text config's vocabulary, and their
+            # structure where required (classes_structure: classes a task, one)
+            kwargs.update(_tower_ids(name, _sub(config, "text_config"), params, g, tokens))
+            structure = name.removesuffix("input_ids") + "structure"
+            if structure in params and params[structure].default is inspect.Parameter.empty:
+                kwargs[structure] = torch.ones(B, dtype=torch.long)
     delimiters = getattr(model, "special_tokens", None)
     if isinstance(delimiters, torch.Tensor) and "input_ids" in kwargs:
         kwargs["input_ids"] = _phrases(kwargs["input_ids"], delimiters, vocab=_vocab(config))
@@ -723,9 +775,12 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
             width = getattr(config, "input_dim", None) or _int_field(config, "input_size") or _width(config)
             frames = tokens * (_int_field(config, "time_reduction") or 1)
             kwargs[name] = torch.randn(B, frames, width, generator=g, dtype=torch.float64)
-            mask = params.get("attention_mask")
-            if mask is not None and mask.default is inspect.Parameter.empty:  # every token real
-                kwargs["attention_mask"] = torch.ones(B, frames, dtype=torch.long)
+    mask = params.get("attention_mask")
+    if mask is not None and mask.default is inspect.Parameter.empty and "attention_mask" not in kwargs and kwargs:
+        # required (Idefics2's perceiver: over its context): every token real
+        first = next((v for v in kwargs.values() if isinstance(v, torch.Tensor)), None)
+        if first is not None and first.ndim >= 2:
+            kwargs["attention_mask"] = torch.ones(first.shape[:2], dtype=torch.long)
     for name, p in params.items():  # required, and may be None (Phi-4's audio encoder's mask): None
         required = p.default is inspect.Parameter.empty and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
         if name not in kwargs and required and "None" in str(p.annotation):

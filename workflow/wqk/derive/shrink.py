@@ -24,7 +24,7 @@ WIDTH_KEYS = re.compile(
     r"^(hidden_size|d_model|n_embd|n_embed|embed_dim|dim|hidden_dim|model_dim|d_embed|width|embedding_size"
     r"|emb_dim|hidden_channels)$"
 )
-FFN_KEYS = re.compile(r"(intermediate_size|ffn_dim|^d_ff$|mlp_dim|feed_forward_size|^n_inner$|^ffn_hidden_size$)")
+FFN_KEYS = re.compile(r"(intermediate_size|ffn_dim|^d_ff$|mlp_dim|feed_forward_size|^n_inner$|ffn_hidden_size$)")
 HEAD_KEYS = re.compile(
     r"^((encoder|decoder|vision|text|audio)_)?(num_attention_heads|n_head|n_heads|num_heads|attention_heads)$"
     r"|^(encoder|decoder)_attention_heads$"
@@ -38,7 +38,10 @@ LAYER_KEYS = re.compile(
     r"|num_encoder_layers|depth|num_layers_per_stack)$"
 )
 LAYER_INDEX_KEYS = re.compile(r"^insert_layer_id$")  # a layer's index, where a module sits in the stack
-EXPERT_KEYS = re.compile(r"^(num_experts|num_local_experts|n_routed_experts|moe_num_experts|num_routed_experts)$")
+EXPERT_KEYS = re.compile(
+    r"^(num_experts|num_local_experts|n_routed_experts|moe_num_experts|num_routed_experts"
+    r"|zero_expert_num)$"  # LongCat-Flash's zero (identity) experts
+)
 TOPK_KEYS = re.compile(r"^(num_experts_per_tok|num_experts_per_token|moe_topk|top_k|num_selected_experts|moe_k)$")
 SERIES_HORIZON = 12  # steps a forecaster predicts where its config leaves them to the checkpoint (and its context,
 # when unset): over Autoformer's default label_length of 10
@@ -79,6 +82,24 @@ HINTS: dict[str, dict] = {
     # vision_output_dim = projector_output_dim), at the tiny width
     "llama4_vision_model": LLAMA4_VISION,
     "llama4": {f"vision_config.{k}": v for k, v in LLAMA4_VISION.items()},
+    # its rotary is max(projection_dim // (2 x heads), 32) wide, whatever the head (32 of a checkpoint's 64): heads
+    # of 48 and 32 (2 and 3 of the width) hold it; the decoder's count moved off 3, so that each field's differs
+    "clvp_encoder": {"num_attention_heads": 2},
+    "clvp": {
+        "text_config.num_attention_heads": 2,
+        "speech_config.num_attention_heads": 3,
+        "decoder_config.num_attention_heads": 6,
+    },
+    # its sliding layers have twice the key heads of its full ones (a checkpoint's 4 and 8, of 64 query heads):
+    # 8 query heads hold both of the tiny 2 and 4, where 6 hold no 4
+    "mimo_v2_flash": {"num_attention_heads": 8},
+    # its rotary's 3-d sections default in its code to [22, 22, 20] (a head of 128), which its __init__ splits the
+    # frequencies by: the same proportions on the tiny head's 8
+    "ernie4_5_vl_moe_text": {"rope_parameters.mrope_section": [3, 3, 2]},
+    "ernie4_5_vl_moe": {"text_config.rope_parameters.mrope_section": [3, 3, 2]},
+    # its attention's heads are hidden_size / heads wide, its rotary head_dim wide (equal in a checkpoint: 2048 / 16
+    # = 128, 1024 / 16 = 64): head_dim kept at the tiny width over the tiny heads (2 and 3)
+    "blt": {"global_config.head_dim": WIDTH // 2, "decoder_config.head_dim": WIDTH // 3},
     # one attention block shared by its hybrid layers, tied to the first: two of them, so that the
     # tie has a layer to tie
     "zamba": {
@@ -195,6 +216,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = min(v, HEAD_DIM // 2)  # GPT-J, CodeGen: a part of each head rotates
         elif k.endswith("pos_feats") and 2 * v in widths:  # SAM: sine features of both axes, a width
             out[k] = WIDTH // 2
+        elif k in WIDTH_SHARES and _int(own.get("hidden_size")) and v < own["hidden_size"]:
+            out[k] = max(1, v * WIDTH // own["hidden_size"])
     for k, v in own.items():  # parts that sum to a width (Reformer's axial_pos_embds_dim), rescaled
         if isinstance(v, (list, tuple)) and len(v) > 1 and all(_int(x) for x in v) and sum(v) in widths:
             out[k] = _split(WIDTH, v)
@@ -218,6 +241,7 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
     if isinstance(out.get("vocab_size"), int):
         _remap_token_ids(out, out["vocab_size"])
     _shrink_layer_lists(out, own)
+    _shrink_overrides(out, own)
     _rope_sections(out)
     _rope_context(out, own)
     return out
@@ -239,7 +263,8 @@ def _is_width(key: str, v: int, widths: set[int]) -> bool:
     return (
         v in widths
         and v >= 16  # a hand record's tiny config: SAM's output_channels 16, its prompt encoder's width
-        and re.search(r"(size|dim|channels?|_hidden|groups)$", key) is not None  # groups = width: depthwise (Mimi)
+        # groups = width: depthwise (Mimi); hidden_size_*: another stack's (BLT's hidden_size_global)
+        and re.search(r"(size|dim|channels?|_hidden|groups)$|^hidden_size_", key) is not None
         and not re.search(
             r"(vocab|position|image|patch|window|kernel|head_dim|stride|intermediate|ffn|codebook_size)", key
         )
@@ -290,6 +315,9 @@ def _rope_context(out: dict, own: dict) -> None:
 
 POSITIONS = ("max_position_embeddings", "n_positions", "max_seq_len", "max_sequence_length", "n_ctx", "seq_length")
 MAX_POSITIONS = 512
+# shares of the width that an embedding concatenates (LayoutLMv3's box: 4 coordinates and 2 shapes of
+# 128 make its 768), scaled with it
+WIDTH_SHARES = ("coordinate_size", "shape_size")
 LATENT = {"qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16, "kv_lora_rank": 32, "q_lora_rank": 48,
           "qk_head_dim": 32}  # fmt: skip
 RESNET = {"model_type": "resnet", "depths": [1, 1], "hidden_sizes": [32, 64], "embedding_size": 32,
@@ -389,7 +417,9 @@ def _shrink_layer_lists(out: dict, own: dict) -> None:
         kinds = set(map(str, types))
         cut = next(end for end in range(1, len(types) + 1) if set(map(str, types[:end])) == kinds)
         n = max(cut, n)
-        if _int(own.get("num_kv_shared_layers")) > 0 and len(types) > n:
+        if _int(own.get("num_kv_shared_layers")) >= len(types):  # every layer reuses another model's (Gemma 4's
+            out["num_kv_shared_layers"] = n  # assistant: its backbone's keys and values)
+        elif _int(own.get("num_kv_shared_layers")) > 0 and len(types) > n:
             # Gemma 3n: the last layers reuse the keys and values of the last earlier layer of their kind;
             # every kind among the producers, then one layer that reuses
             n += 1
@@ -413,6 +443,31 @@ def _layer_indices(v, depth: int) -> bool:
     """Whether v lists layer indices (non-negative, under depth), some past the shrunk depth."""
     ints = isinstance(v, (list, tuple)) and v and all(_int(i) or i == 0 for i in v)
     return bool(ints) and all(0 <= i < depth for i in v) and max(v) >= LAYERS
+
+
+LATENT_PARTS = ("qk_nope_head_dim", "qk_rope_head_dim")
+
+
+def _shrink_overrides(out: dict, own: dict) -> None:
+    """Per-layer overrides (per_layer_config: the fields of a layer that differ from the config's)
+    shrunk as the config's own fields were: each size in its ratio to the config's own value (Gemma 4's
+    full layers: heads twice as wide; dots.note's sliding layers: half the heads), and a head width that
+    is the sum of the latent head parts kept so (dots.note's sliding layers)."""
+    layers = out.get("per_layer_config")
+    if not isinstance(layers, dict):
+        return
+    for i, fields in list(layers.items()):
+        if not isinstance(fields, dict):
+            continue
+        new = {}
+        for k, v in fields.items():
+            old, tiny = own.get(k), out.get(k)
+            new[k] = max(1, round(v * tiny / old)) if _int(v) and _int(old) and _int(tiny) and old != tiny else v
+        was, now = {**own, **fields}, {**out, **new}
+        if all(_int(was.get(p)) for p in LATENT_PARTS) and was.get("head_dim") == sum(was[p] for p in LATENT_PARTS):
+            if now.get("head_dim") != sum(now[p] for p in LATENT_PARTS):
+                new["head_dim"] = sum(now[p] for p in LATENT_PARTS)
+        layers[i] = new
 
 
 def _rope_sections(out: dict) -> None:
