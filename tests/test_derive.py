@@ -656,3 +656,21 @@ def test_inputs_a_forward_requires_by_name():
 def test_boxes_images_per_text_patches_and_hints_let_the_forward_run(model_type):
     d = derive(model_type)
     assert d.ok, (d.category, d.reason)
+
+
+def test_audio_models_run_on_the_inputs_their_forwards_and_configs_name():
+    """Token ids over codebooks (Dia's decoder: [B, tokens, codebooks], with encoder states;
+    Kyutai's text stream beside them), a projector reached through get_audio_features (Fun-ASR
+    Nano), features as wide as the first linear layer reads (Granite Speech 5's stacked frames), a
+    sub-model on the root's own config (SeamlessM4T's speech encoder): the forward runs, and what
+    stops a record comes after it (relative positions, for the last two)."""
+    from wqk.derive.shrink import WIDTH, tiny_config
+
+    dia = tiny_config("dia_decoder")
+    assert dia.cross_hidden_size == WIDTH and dia.cross_num_attention_heads != dia.num_attention_heads
+    tokenizer = tiny_config("vibevoice_acoustic_tokenizer")
+    assert len(tokenizer.downsampling_ratios) == len(tokenizer.depths) - 1
+    for model_type in ("dia_decoder", "dia", "kyutai_speech_to_text", "fun_asr_nano"):
+        assert derive(model_type).ok, (model_type, derive(model_type).reason)
+    for model_type in ("granite_speech5_encoder", "seamless_m4t"):
+        assert derive(model_type).category == "not bilinear", (model_type, derive(model_type).reason)

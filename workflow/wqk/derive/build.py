@@ -364,9 +364,12 @@ def input_variants(model, seed: int = 0) -> list[dict]:
         features = inputs.get("input_features")
         if features is not None and features.ndim == 3:
             out.append(_with_mask(dict(inputs, input_features=features.transpose(1, 2).contiguous())))
-    extra = _mel_variants(model, out, seed) + _waveform_variants(model, out, seed) + _layout_variants(model, out)
-    extra += _state_variants(model, out, seed) + _codebook_variants(model, out)
-    out += extra + _pair_variants(out, seed) + _encoder_variants(model, out, seed) + _feature_variants(model, out, seed)
+    extra = _mel_variants(model, out, seed) + _stacked_variants(model, out, seed)
+    extra += _waveform_variants(model, out, seed) + _layout_variants(model, out) + _state_variants(model, out, seed)
+    extra += _codebook_variants(model, out) + _pair_variants(out, seed)
+    channels = _channel_variants(model, out, seed)
+    extra += channels + _encoder_variants(model, [*out[:1], *channels], seed) + _embeds_variants(model, out, seed)
+    out += extra + _feature_variants(model, out, seed)
     out += _box_variants(model, out, seed) + _images_per_text_variants(model, out)
     return out + [_one_example(inputs) for inputs in out[:1]]
 
@@ -399,6 +402,24 @@ def _mel_variants(model, variants: list[dict], seed: int) -> list[dict]:
     return out
 
 
+def _stacked_variants(model, variants: list[dict], seed: int) -> list[dict]:
+    """Where the model's first linear layer reads a whole multiple of the mel bins (Granite Speech
+    5: frames delta-expanded and stacked in pairs by its processor, 4 x mel bins, which no config
+    field states): the [B, frames, mel bins] features again, that wide."""
+    mels = _mels(model.config)
+    first = next((m for m in model.modules() if isinstance(m, torch.nn.Linear)), None)
+    if not mels or first is None or first.in_features % mels or first.in_features == _feature_width(model.config):
+        return []
+    g = torch.Generator().manual_seed(SEED + 10 + 1000 * seed)
+    out = []
+    for inputs in variants:
+        features = inputs.get("input_features")
+        if features is not None and features.ndim == 3 and features.shape[-1] == _feature_width(model.config):
+            wide = torch.randn(*features.shape[:2], first.in_features, generator=g, dtype=features.dtype)
+            out.append(_with_mask(dict(inputs, input_features=wide)))
+    return out
+
+
 def _codebook_variants(model, variants: list[dict]) -> list[dict]:
     """After the others, where the config has codebooks: token ids of every codebook, [B x
     codebooks, tokens] (MusicGen Melody's decoder reads one row per codebook), then one token per
@@ -419,6 +440,37 @@ def _codebook_variants(model, variants: list[dict]) -> list[dict]:
     return out
 
 
+def _channel_variants(model, variants: list[dict], seed: int) -> list[dict]:
+    """After the others, where the config has codebooks (or audio channels: Dia's decoder): one
+    of the token ids 3-d, a token per codebook at each step, as [B, tokens, codebooks] (Dia),
+    [B, tokens, 1 + codebooks] (Kyutai's text stream beside its audio codebooks), [B, codebooks,
+    tokens]."""
+    books = _books(model.config)
+    ids = {k: v for k, v in (variants[0].items() if variants else ()) if k in CODEBOOK_IDS and v.ndim == 2}
+    if not books or not ids:
+        return []
+    g = torch.Generator().manual_seed(SEED + 13 + 1000 * seed)
+    high = max(4, min(_vocab(model.config), 100))
+    out = []
+    for name, v in ids.items():
+        n = v.shape[1]
+        for shape in ((B, n, books), (B, n, 1 + books), (B, books, n)):
+            out.append(dict(variants[0], **{name: torch.randint(3, high, shape, generator=g)}))
+    return out
+
+
+def _books(config) -> int | None:
+    """The codebooks of a config or its decoder's: num_codebooks, else the audio channels of a
+    config with no image (num_channels: Dia's 9 codebooks)."""
+    for c in (config, getattr(config, "decoder_config", None)):
+        books = _int_field(c, "num_codebooks")
+        if books is None and not any(hasattr(c, k) for k in ("image_size", "patch_size", "vision_config")):
+            books = _int_field(c, "num_channels")
+        if books and books >= 2:
+            return books
+    return None
+
+
 def _along(v, tokens: int) -> bool:
     return isinstance(v, torch.Tensor) and v.ndim >= 2 and v.shape[1] == tokens
 
@@ -428,13 +480,28 @@ CODEBOOK_IDS = ("input_ids", "decoder_input_ids")
 
 def _encoder_variants(model, variants: list[dict], seed: int) -> list[dict]:
     """After the others: encoder states for a decoder whose forward takes them and holds no module
-    named a cross-attention (T5Gemma 2's decoder: merged with its own states in one attention)."""
+    named a cross-attention (T5Gemma 2's decoder: merged with its own states in one attention), or
+    of an encoder-decoder's (Dia's decoder of 3-d ids): each of variants with them."""
     params = inspect.signature(model.forward).parameters
     if not variants or "encoder_hidden_states" not in params or "encoder_hidden_states" in variants[0]:
         return []
     g = torch.Generator().manual_seed(SEED + 11 + 1000 * seed)
     states = _encoder_states(model.config, g, T).to(next(model.parameters()).dtype)
-    return [dict(variants[0], encoder_hidden_states=states)]
+    return [dict(inputs, encoder_hidden_states=states) for inputs in variants]
+
+
+def _embeds_variants(model, variants: list[dict], seed: int) -> list[dict]:
+    """After the others: states [B, tokens, width] as inputs_embeds instead of the token ids, for
+    a forward that takes both (SeamlessM4T's text-to-unit model reads the text decoder's states)."""
+    params = inspect.signature(model.forward).parameters
+    ids = variants[0].get("input_ids") if variants else None
+    if ids is None or ids.ndim != 2 or "inputs_embeds" not in params:
+        return []
+    g = torch.Generator().manual_seed(SEED + 12 + 1000 * seed)
+    dtype = next(model.parameters()).dtype
+    states = torch.randn(*ids.shape, _width(model.config), generator=g, dtype=dtype)
+    inputs = {k: v for k, v in variants[0].items() if k != "input_ids"}
+    return [dict(inputs, inputs_embeds=states)]
 
 
 def _feature_variants(model, variants: list[dict], seed: int) -> list[dict]:
@@ -646,6 +713,8 @@ def _series(config, params, g) -> dict:
 
 BOXES = 5  # LXMERT's image regions
 PATCH_BYTES = 3  # BLT's bytes a patch
+UNITS_PER_TOKEN = 2  # characters a token spells (SeamlessM4T v2's char_count_per_id)
+VOCAB_FLOOR = 100  # ids drawn below this where the config names no vocabulary
 
 
 def _trajectory(config, g, tokens: int) -> dict:
@@ -734,6 +803,14 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
             structure = name.removesuffix("input_ids") + "structure"
             if structure in params and params[structure].default is inspect.Parameter.empty:
                 kwargs[structure] = torch.ones(B, dtype=torch.long)
+    for name in params:  # SeamlessM4T v2's text-to-unit model: each token spelled in two characters
+        unit = name.removesuffix("_count_per_id")
+        if unit != name and f"{unit}_input_ids" in params and "input_ids" in kwargs:
+            kwargs[name] = torch.full((B, tokens), UNITS_PER_TOKEN)
+            vocab = _int_field(config, f"{unit}_vocab_size") or VOCAB_FLOOR
+            kwargs[f"{unit}_input_ids"] = torch.randint(
+                3, max(4, min(vocab, 100)), (B, UNITS_PER_TOKEN * tokens), generator=g
+            )
     delimiters = getattr(model, "special_tokens", None)
     if isinstance(delimiters, torch.Tensor) and "input_ids" in kwargs:
         kwargs["input_ids"] = _phrases(kwargs["input_ids"], delimiters, vocab=_vocab(config))
@@ -794,6 +871,7 @@ def _encoder_states(config, g, tokens: int) -> torch.Tensor:
     """The states of an encoder that a decoder's cross-attention reads: [B, tokens - 3, width]."""
     width = (
         getattr(config, "cross_attention_hidden_size", None)
+        or getattr(config, "cross_hidden_size", None)
         or getattr(config, "encoder_hidden_size", None)
         or _width(config)
     )

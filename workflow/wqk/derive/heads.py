@@ -66,13 +66,15 @@ def _lists_holding(config, value: int) -> list[tuple[str, list]]:
 
 def _of_stack(found: list[str], call_name: str) -> list[str]:
     """Of several equal fields, the one of the stack the call sits in (Moonshine's decoder_ field for
-    decoder.layers.0.self_attn), where exactly one names it: Moonshine's encoder layers write their
+    decoder.layers.0.self_attn; a cross_ field for a cross-attention), where exactly one names it: Moonshine's encoder layers write their
     counts into the shared config, and its decoder is built with them (so the tiny model, as a real
     one, has as many heads in both)."""
     if len(found) < 2:
         return found
     parts = set(call_name.split("."))
     own = [k for k in found if STACK.match(k) and STACK.match(k).group(1) in parts]
+    if len(own) != 1:  # Dia's decoder: cross_num_key_value_heads for its cross-attention, the others elsewhere
+        own = [k for k in found if k.startswith("cross_") == ("cross" in call_name)]
     return own if len(own) == 1 else found
 
 

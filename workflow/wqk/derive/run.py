@@ -32,6 +32,11 @@ MODALITY_BY_INPUT = {
 }
 
 
+# a composite's methods that run a modality's tower and projector alone, without the placeholder tokens
+# its forward needs in the text (Fun-ASR Nano's projector of self-attention layers)
+FEATURE_METHODS = ("get_audio_features", "get_image_features", "get_video_features")
+
+
 @dataclass(frozen=True)
 class Tower:
     name: str  # module path
@@ -86,6 +91,7 @@ class Step:
     # torch's default dtype for the forward: float64 for code that makes float tensors without a dtype
     # and overflows them with float64 values (XGLM clamps its logits at torch.full((), finfo(float64).min))
     default: torch.dtype | None = None
+    method: str = "__call__"  # the module's method the step calls (a composite's get_audio_features)
 
 
 def _reached(trace: Trace) -> tuple[set[str], set[str]]:
@@ -93,23 +99,40 @@ def _reached(trace: Trace) -> tuple[set[str], set[str]]:
     return {c.name for c in trace.calls}, {trace.calls[i].name for s in trace.softmaxes for i in s.calls}
 
 
-def _first_that_runs(model, module, name: str) -> tuple[Step, Trace] | Exception:
-    """The first of the module's input variants its forward runs on (with the other tokens' of
-    the same variant) and its trace, or the first variant's error (a dtype clash before it: that
-    variant's inputs fit, and float32 may run them)."""
+def _first_that_runs(model, module, name: str, method: str = "__call__") -> tuple[Step, Trace] | Exception:
+    """The first of the module's input variants its forward (or method) runs on (with the other
+    tokens' of the same variant) and its trace, or the first variant's error (a dtype clash before
+    it: that variant's inputs fit, and float32 may run them)."""
     error = None
-    variants, others = input_variants(module), input_variants(module, seed=1)
+    variants, others = _for_method(module, method, 0), _for_method(module, method, 1)
     for inputs, other in zip(variants, others):
         for default in (None, torch.float64):
             try:
                 with tracing(model) as trace, default_dtype(default):
-                    module(**inputs)
-                return Step(name, inputs, other, default), trace
+                    getattr(module, method)(**inputs)
+                return Step(name, inputs, other, default, method), trace
             except Exception as e:
                 error = e if DTYPE_CLASH.search(str(e)) and not DTYPE_CLASH.search(str(error)) else error or e
                 if not FLOAT32_MADE.search(str(e)):
                     break
     return error
+
+
+def _for_method(module, method: str, seed: int) -> list[dict]:
+    """The input variants of the module's forward, or of another method of it (made from that
+    method's signature)."""
+    return input_variants(module if method == "__call__" else _MethodView(module, method), seed=seed)
+
+
+class _MethodView:
+    """A module whose forward is one of its other methods, for input_variants to read."""
+
+    def __init__(self, module, method: str):
+        self._module = module
+        self.forward = getattr(module, method)
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
 
 
 # errors of tensors a forward makes without a dtype (float32) beside float64 ones: XGLM's overflow,
@@ -156,9 +179,32 @@ def plan(model) -> list[Step]:
         elif _has_attention(tower) and not any(tower.name.startswith(s.module + ".") for s in steps if s.module):
             own = f"; its own forward: {type(error).__name__}: {error}" if error is not None else ""
             raise RuntimeError(f"its tower {tower.name} ({tower.module.config.model_type}) could not run: {found}{own}")
+    for name, module in _shared_config_models(model):
+        if any(a.startswith(name + ".") and a not in ran for a in attentions):
+            found = _first_that_runs(model, module, name)
+            if isinstance(found, tuple):
+                step(found)
+    for method in FEATURE_METHODS:
+        if any(a not in ran for a in attentions) and callable(getattr(model, method, None)):
+            found = _first_that_runs(model, model, "", method)
+            if isinstance(found, tuple) and _reached(found[1])[0] - ran:
+                step(found)
     if error is not None and (not steps or any(a not in ran for a in attentions)):
         raise error  # the root's, where it left attention the towers do not reach: the derivation retries
     return steps
+
+
+def _shared_config_models(model) -> list[tuple[str, torch.nn.Module]]:
+    """The sub-models built on the root's own config or a copy of it, no tower of a sub-config
+    (SeamlessM4T's speech encoder, which its forward runs only instead of its text encoder; its
+    text-to-unit model, on a copy that reads the t2u_ fields), outer ones first."""
+    from transformers import PreTrainedModel
+
+    return [
+        (name, module)
+        for name, module in model.named_modules()
+        if name and isinstance(module, PreTrainedModel) and not config_path(model.config, module.config)
+    ]
 
 
 def run(model, steps: list[Step], other: bool = False) -> Trace:
@@ -167,7 +213,7 @@ def run(model, steps: list[Step], other: bool = False) -> Trace:
     with tracing(model) as trace:
         for step in steps:
             with default_dtype(step.default):
-                modules[step.module](**(step.other if other else step.inputs))
+                getattr(modules[step.module], step.method)(**(step.other if other else step.inputs))
     return trace
 
 

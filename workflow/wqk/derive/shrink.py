@@ -20,22 +20,22 @@ LAYERS = 2
 QUERIES = 8  # learned object queries (DETR's 100, Grounding DINO's 900): fewer than a tiny image's anchors
 VOCAB = 128
 
-WIDTH_KEYS = re.compile(
-    r"^(hidden_size|d_model|n_embd|n_embed|embed_dim|dim|hidden_dim|model_dim|d_embed|width|embedding_size"
+WIDTH_KEYS = re.compile(  # cross_: the width a cross-attention reads (Dia's decoder: cross_hidden_size)
+    r"^(cross_hidden_size|hidden_size|d_model|n_embd|n_embed|embed_dim|dim|hidden_dim|model_dim|d_embed|width|embedding_size"
     r"|emb_dim|hidden_channels)$"
 )
 FFN_KEYS = re.compile(r"(intermediate_size|ffn_dim|^d_ff$|mlp_dim|feed_forward_size|^n_inner$|ffn_hidden_size$)")
 HEAD_KEYS = re.compile(
-    r"^((encoder|decoder|vision|text|audio)_)?(num_attention_heads|n_head|n_heads|num_heads|attention_heads)$"
-    r"|^(encoder|decoder)_attention_heads$"
+    r"^((encoder|decoder|vision|text|audio|cross)_)?(num_attention_heads|n_head|n_heads|num_heads|attention_heads)$"
+    r"|^([a-z0-9]+_)?(encoder|decoder)_attention_heads$"  # SeamlessM4T's speech_encoder_, t2u_encoder_
 )
 KV_KEYS = re.compile(
-    r"^((encoder|decoder)_)?(num_key_value_heads|n_kv_heads|num_kv_heads|multi_query_group_num|n_head_kv|num_kv)$"
+    r"^((encoder|decoder|cross)_)?(num_key_value_heads|n_kv_heads|num_kv_heads|multi_query_group_num|n_head_kv|num_kv)$"
 )
-HEAD_DIM_KEYS = re.compile(r"^(head_dim|d_kv|kv_channels|attention_head_dim|d_head|attention_head_size)$")
+HEAD_DIM_KEYS = re.compile(r"^(cross_)?(head_dim|d_kv|kv_channels|attention_head_dim|d_head|attention_head_size)$")
 LAYER_KEYS = re.compile(
     r"^(num_hidden_layers|n_layer|n_layers|num_layers|encoder_layers|decoder_layers|num_decoder_layers"
-    r"|num_encoder_layers|depth|num_layers_per_stack)$"
+    r"|num_encoder_layers|depth|num_layers_per_stack|[a-z0-9]+_(encoder|decoder)_layers)$"
 )
 LAYER_INDEX_KEYS = re.compile(r"^insert_layer_id$")  # a layer's index, where a module sits in the stack
 EXPERT_KEYS = re.compile(
@@ -60,6 +60,9 @@ HINTS: dict[str, dict] = {
     # a default config of no feature level (projector_scale_factors empty), which its forward cannot
     # run; LW-DETR's small and tiny checkpoints project one level (P4: a scale of 1.0)
     "lw_detr": {"projector_scale_factors": [1.0]},
+    # its validator ties the adaptor's FFN to a quarter of the text model's width (1024 // 4): the
+    # shrunk width's quarter, where the repairs would restore both widths to 1024
+    "fun_asr_nano": {"adaptor_config.intermediate_size": WIDTH // 4},
     # the quantizer's input: the acoustic and the semantic encoder's widths concatenated (1024 + 1024)
     "xcodec2": {"quantization_dim": 2 * WIDTH},
     "neucodec": {"quantization_dim": 2 * WIDTH},
@@ -295,7 +298,7 @@ def _fixed_token_counts(out: dict) -> None:
 def _query_heads(out: dict, kv_key: str) -> int | None:
     """The query-head count beside a key-head field of the same stack (Moonshine's
     encoder_num_key_value_heads: encoder_num_attention_heads)."""
-    prefix = re.match(r"^((encoder|decoder)_)?", kv_key).group(0)
+    prefix = re.match(r"^((encoder|decoder|cross)_)?", kv_key).group(0)
     if not prefix:
         return None
     return next((v for k, v in out.items() if k.startswith(prefix) and HEAD_KEYS.match(k) and _int(v)), None)
@@ -362,6 +365,8 @@ def _stages(out: dict, own: dict, kept: int = 0) -> None:
     for k, v in own.items():  # other per-stage lists (mlp ratios, drop rates)
         if k not in ("depths", "num_heads") and isinstance(v, (list, tuple)) and len(v) == len(depths) and n < len(v):
             out[k] = list(v[:n])
+        elif re.search(r"(ratios|strides)$", k) and isinstance(v, (list, tuple)) and len(v) == len(depths) - 1:
+            out[k] = list(v[: n - 1])  # the downsampling between stages (VibeVoice's tokenizers: after a stem)
     if isinstance(own.get("num_heads"), (list, tuple)):
         _stage_widths(out, own, depths, n)
 

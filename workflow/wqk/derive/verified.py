@@ -215,9 +215,18 @@ def _by_tower(facts, towers):
         if owner is None or f.stack == "cross":
             out.append(f)
             continue
-        stack = "decoder" if owner.modality == "text" else "encoder"
+        stack = _tower_stack(owner)
         out.append(dataclasses.replace(f, stack=stack, attention=dataclasses.replace(f.attention, stack=stack)))
     return out
+
+
+def _tower_stack(tower) -> str:
+    """The stack a tower's self-attention is: the one its config names (an encoder-decoder's
+    encoder_config and decoder_config: Dia's encoder reads text too), else its modality's."""
+    named = tower.config.rpartition(".")[2].removesuffix("_config")
+    if named in ("encoder", "decoder"):
+        return named
+    return "decoder" if tower.modality == "text" else "encoder"
 
 
 # learned relative-position tables added to (or read against) the logits
