@@ -34,16 +34,14 @@ HAND = [r.model_type for r in records() if r.tiny is not None]
 
 # model_type -> (the derivation's refusal category, why the hand record must stay)
 MUST_STAY = {
-    "musicgen": ("forward", "a text encoder, an audio codec and a decoder over codebooks: no generic input builds it"),
+    "musicgen": (
+        "layout",
+        "its text encoder (open) and its decoder over codebooks (causal) are read as layers of one stack",
+    ),
     "swinv2": ("not bilinear", "cosine attention: q and k normalised by a function, scaled per head"),
-    "mask2former": ("forward", "deformable attention in its pixel decoder and a Swin backbone with per-stage lists"),
     "sam": (
         "layout",
         "its two-way transformer's cross-attentions (token to image, image to token) interleave in a stack",
-    ),
-    "musicgen_decoder": (
-        "forward",
-        "input ids over codebooks, [batch x codebooks, tokens]: no generic input builds it",
     ),
 }
 
