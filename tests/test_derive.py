@@ -233,9 +233,6 @@ def test_refusals_name_their_category():
     # float32 tensors of its own meet float64 weights only with 128 mel bins (the variant that fits): retried
     # in float32, it runs; queries scaled per dimension, and content-position terms
     assert derive("gemma4_audio").category == "not bilinear"
-    # its root forward fails with key heads fewer than query heads, and its towers leave its decoder out: the
-    # root's error, so the retry with as many key heads runs it (its semantic encoder's relative positions)
-    assert derive("xcodec2").category == "not bilinear"
     muse = derive("muse_spark_audio")  # a waveform of whole tokens runs it: convolutions only
     assert muse.category == "no attention" and "forward ran no softmax" in muse.reason, muse.reason
     # its forward's first input is hidden_states: pixels first (Florence 2's backbone), then states, which run
@@ -256,14 +253,18 @@ def test_refusals_name_their_category():
         # filed "decoder" (the layers that hold cross-attention), the others' "encoder"
         ("blip_2_qformer", {"encoder", "decoder", "cross"}),
         ("omniasr_ctc", {"encoder"}),  # a waveform as [B, 1, samples]: one channel
-        ("audio-spectrogram-transformer", {"encoder"}),  # input_values as [B, frames, mel bins]
+        pytest.param(  # input_values as [B, frames, mel bins] (a minute of CPU: 1024 frames)
+            "audio-spectrogram-transformer", {"encoder"}, marks=pytest.mark.slow
+        ),
         ("lfm2_moe", {"decoder"}),  # layer_types unset by its config class: every layer attention
         ("siglip2_vision_model", {"encoder"}),  # NaFlex: flattened patches, their grid and mask
         ("pix2struct_vision_model", {"encoder"}),  # flattened patches led by their row and column
         ("granitemoehybrid", {"decoder"}),  # a hybrid whose default config has no attention layer: a hint
         ("qwen2_5_omni_audio_encoder", {"encoder"}),  # one sample's features packed, and feature_lens
         ("clap_audio_model", {"encoder"}),  # spectrograms as images [B, channels, frames, mel bins]
-        ("pe_audio_encoder", {"encoder"}),  # a waveform of whole frames of its DAC codec's hop length
+        pytest.param(  # a waveform of whole frames of its DAC codec's hop length
+            "pe_audio_encoder", {"encoder"}, marks=pytest.mark.slow
+        ),
         ("phi4_multimodal_audio", {"encoder"}),  # features as hidden_states; its required mask as None
         ("dots3_note_audio_encoder", {"encoder"}),  # each chunk's samples (chunk_sample_lengths)
         ("fun_asr_nano_encoder", {"encoder"}),  # mel bins x stacked frames, a mask over the frames
@@ -672,3 +673,11 @@ def test_audio_models_run_on_the_inputs_their_forwards_and_configs_name():
         assert derive(model_type).ok, (model_type, derive(model_type).reason)
     for model_type in ("granite_speech5_encoder", "seamless_m4t"):
         assert derive(model_type).category == "not bilinear", (model_type, derive(model_type).reason)
+
+
+@pytest.mark.slow
+def test_a_root_whose_towers_leave_attention_out_gives_its_error_to_the_retries():
+    """X-Codec 2's root forward fails with key heads fewer than query heads, and its towers leave its
+    decoder out: the root's error stands, so the retry with as many key heads runs it, and what
+    stops it is past the forward (its semantic encoder's relative positions). Half a minute."""
+    assert derive("xcodec2").category == "not bilinear"
