@@ -381,6 +381,8 @@ def test_sizes_the_class_computes_from_others_are_left_to_it():
     glm = tiny_config("glm5_next_text")
     assert glm.qk_rope_head_dim == 0 and glm.qk_nope_head_dim == 16
     assert tiny_config("dbrx").attn_config.clip_qkv == 1e9
+    # an image size the class sets in __post_init__ when unset (Sam3's tracker: 1008) stays the shrunk one
+    assert tiny_config("sam3_tracker_video").vision_config.backbone_config.image_size == 32
     zamba2 = tiny_config("zamba2")  # mamba_headdim: set in __post_init__, no field
     assert zamba2.mamba_headdim * zamba2.n_mamba_heads == zamba2.mamba_expand * WIDTH
     assert "hybrid" in zamba2.layers_block_type  # its layer types, under their own name, keep every kind

@@ -644,7 +644,11 @@ def _recomputed(cls, d: dict, own: dict) -> dict:
     out = {k: "auto" if fields.get(k) == "auto" else v for k, v in d.items()}
     # a field stored under the name its alias maps to (OmDet-Turbo's encoder_hidden_dim as d_model) is declared
     aliases = {*cls.attribute_map, *cls.attribute_map.values()}
-    extra = [k for k, v in out.items() if k not in fields and _computed(v) and k not in aliases]
+    # (an image's size is the shrinking's own choice, not a size left from the full config: Sam3's
+    # tracker sets its 1008 in __post_init__ when unset, kept at 32)
+    extra = [
+        k for k, v in out.items() if k not in fields and _computed(v) and k not in aliases and not IMAGE_KEYS.search(k)
+    ]
     # a size left at its full value that the class computes when unset (Zamba's attention_hidden_size)
     unset = [k for k, v in out.items() if fields.get(k, 0) is None and _int(v) > BIG and own.get(k) == v]
     if not extra and not unset:
