@@ -392,14 +392,7 @@ def _mel_variants(model, variants: list[dict], seed: int) -> list[dict]:
     common count."""
     if _mels(model.config) is not None or "input_features" not in inspect.signature(model.forward).parameters:
         return []
-    g = torch.Generator().manual_seed(SEED + 8 + 1000 * seed)
-    out = []
-    for inputs in variants:
-        features = inputs.get("input_features")
-        if features is not None and features.ndim == 3 and features.shape[-1] == _feature_width(model.config):
-            wide = torch.randn(*features.shape[:2], 128, generator=g, dtype=features.dtype)
-            out.append(_with_mask(dict(inputs, input_features=wide)))
-    return out
+    return _widened(model, variants, 128, torch.Generator().manual_seed(SEED + 8 + 1000 * seed))
 
 
 def _stacked_variants(model, variants: list[dict], seed: int) -> list[dict]:
@@ -410,12 +403,16 @@ def _stacked_variants(model, variants: list[dict], seed: int) -> list[dict]:
     first = next((m for m in model.modules() if isinstance(m, torch.nn.Linear)), None)
     if not mels or first is None or first.in_features % mels or first.in_features == _feature_width(model.config):
         return []
-    g = torch.Generator().manual_seed(SEED + 10 + 1000 * seed)
+    return _widened(model, variants, first.in_features, torch.Generator().manual_seed(SEED + 10 + 1000 * seed))
+
+
+def _widened(model, variants: list[dict], width: int, g) -> list[dict]:
+    """The variants' [B, frames, feature width] features again, width wide (random, from g)."""
     out = []
     for inputs in variants:
         features = inputs.get("input_features")
         if features is not None and features.ndim == 3 and features.shape[-1] == _feature_width(model.config):
-            wide = torch.randn(*features.shape[:2], first.in_features, generator=g, dtype=features.dtype)
+            wide = torch.randn(*features.shape[:2], width, generator=g, dtype=features.dtype)
             out.append(_with_mask(dict(inputs, input_features=wide)))
     return out
 
