@@ -683,3 +683,27 @@ def test_a_root_whose_towers_leave_attention_out_gives_its_error_to_the_retries(
     decoder out: the root's error stands, so the retry with as many key heads runs it, and what
     stops it is past the forward (its semantic encoder's relative positions). Half a minute."""
     assert derive("xcodec2").category == "not bilinear"
+
+
+def test_sizes_and_ropes_a_config_leaves_to_its_checkpoint_are_set():
+    """Experts left unset (dots.llm1, DiffusionGemma) where the model builds them: a few, unless a
+    flag turns them off (Gemma 4's enable_moe_block); a rope per layer kind left empty (Cohere
+    Compass): the default rope for each kind; a VQ-VAE whose attention is as wide as its last stage
+    (Emu3): every stage the tiny width."""
+    from wqk.derive.shrink import WIDTH, tiny_config
+
+    dots = tiny_config("dots1")
+    assert dots.n_routed_experts == 4 and dots.num_experts_per_tok == 2 and dots.n_shared_experts == 1
+    assert tiny_config("diffusion_gemma_text").num_experts == 4
+    assert tiny_config("gemma4_text").num_experts is None
+    compass = tiny_config("cohere_compass_text")
+    assert set(compass.rope_parameters) == set(compass.layer_types)
+    vq = tiny_config("emu3").vq_config
+    assert vq.base_channels * vq.channel_multiplier[-1] == vq.hidden_size == WIDTH
+
+
+def test_a_tower_without_a_forward_of_its_own_is_left_to_the_root():
+    """Chameleon's VQ-VAE has no forward: its text model derives past it (its query-key LayerNorm
+    then refuses it as not bilinear), not a forward error."""
+    d = derive("chameleon")
+    assert not d.ok and d.category == "not bilinear", d.reason

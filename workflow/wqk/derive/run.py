@@ -140,6 +140,12 @@ class _MethodView:
 FLOAT32_MADE = re.compile(r"without overflow|must have the same dtype|Float and Double|expected scalar type Double")
 
 
+def _has_forward(cls) -> bool:
+    from .build import _has_forward as has
+
+    return has(cls)
+
+
 def _has_attention(tower: Tower) -> bool:
     from .build import has_attention_source
 
@@ -173,6 +179,8 @@ def plan(model) -> list[Step]:
         left_out = [a for a in attentions if a.startswith(tower.name + ".") and a not in ran]
         if steps and tower.name in softmax and not left_out:
             continue
+        if not _has_forward(type(tower.module)):  # Chameleon's VQ-VAE: reached through the root's methods, or
+            continue  # refused as an attention that never ran
         found = _first_that_runs(model, tower.module, tower.name)
         if isinstance(found, tuple):
             step(found)

@@ -112,6 +112,23 @@ HINTS: dict[str, dict] = {
 }
 
 
+# its rotary always splits each head's frequencies into multimodal sections, which its config leaves to the
+# checkpoint (HunyuanOCR: xdrope_section [16, 16, 16, 16], a head of 128): 4 axes, the tiny head's 8 frequencies
+HINTS["hunyuan_vl_text"] = {"rope_parameters.mrope_section": [2, 2, 2, 2]}
+HINTS["hunyuan_vl"] = {"text_config.rope_parameters.mrope_section": [2, 2, 2, 2]}
+# their models map image tokens through the tokenizer's vocabulary, which the config leaves to the checkpoint
+# (Chameleon's and Emu3's config.json: the whole vocabulary, "<image>" among it): the image placeholder only,
+# an id inside the tiny vocabulary (the VQ codes' tokens are not needed by a forward of text)
+HINTS["chameleon"] = HINTS["emu3"] = {"vocabulary_map": {"<image>": 3}}
+# Qwen4-Exp's attention layers always build their QSA token indexer, whose sizes its config leaves to the
+# checkpoint (None): one key head (its validator's only choice), heads as wide as the attention's, a budget
+# of 8 tokens in blocks of 2 (a multiple, as its validator asks)
+QSA = {"indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": HEAD_DIM, "indexer_budget": 64,
+       "indexer_compress_ratio": 2}  # fmt: skip
+HINTS["qwen4_exp_text"] = QSA
+HINTS["qwen4_exp"] = {f"text_config.{k}": v for k, v in QSA.items()}
+
+
 class _Counts:
     """Hands out distinct head counts across every config of a model."""
 
@@ -247,7 +264,51 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
     _shrink_overrides(out, own)
     _rope_sections(out)
     _rope_context(out, own)
+    _unset_experts(out, own)
+    _unset_rope(out)
+    _vq_channels(out, own)
     return out
+
+
+def _vq_channels(out: dict, own: dict) -> None:
+    """A VQ-VAE whose stages are base_channels x channel_multiplier wide and whose attention is as
+    wide as the last stage (Emu3's: 256 x 4 = its hidden_size 1024): every stage the tiny width (a
+    multiple of the 32 groups of its GroupNorms), which the shrunk width and base (a quarter, 24) are not."""
+    base, mult = own.get("base_channels"), own.get("channel_multiplier")
+    if not (_int(base) and isinstance(mult, (list, tuple)) and mult and all(_int(m) for m in mult)):
+        return
+    if any(_int(v) == base * mult[-1] and WIDTH_KEYS.match(k) for k, v in own.items()):
+        out["base_channels"], out["channel_multiplier"] = WIDTH, [1] * len(mult)
+
+
+def _unset_rope(out: dict) -> None:
+    """A rope per layer kind left to the checkpoint (Cohere Compass: rope_parameters empty, its
+    rotary indexed by layer_types): transformers' default rope for each kind of layer."""
+    types, params = out.get("layer_types"), out.get("rope_parameters")
+    if params == {} and isinstance(types, (list, tuple)) and types:
+        out["rope_parameters"] = {t: {"rope_type": "default", "rope_theta": 10000.0} for t in dict.fromkeys(types)}
+
+
+def _unset_experts(out: dict, own: dict) -> None:
+    """Experts a config leaves to its checkpoint (dots.llm1's n_routed_experts, DiffusionGemma's
+    num_experts: None) where its model builds them all the same: 4 experts, 2 a token, one shared
+    (dots.llm1's checkpoint: 128, 6 and 2), FFNs of the tiny width; a flag that turns the experts
+    off (Gemma 4's enable_moe_block) leaves them unset."""
+    if not any(v is None and EXPERT_KEYS.match(k) for k, v in own.items()):
+        return
+    if any(v is False and "moe" in k for k, v in own.items()):
+        return
+    for k, v in own.items():
+        if v is not None:
+            continue
+        if EXPERT_KEYS.match(k):
+            out[k] = 4
+        elif TOPK_KEYS.match(k) or k == "top_k_experts":
+            out[k] = 2
+        elif k == "n_shared_experts":
+            out[k] = 1
+        elif k == "moe_intermediate_size":
+            out[k] = WIDTH
 
 
 def _none_slides(types) -> bool:
