@@ -360,10 +360,20 @@ def test_a_config_its_validators_refuse_is_repaired_on_the_fields_they_name():
 
 
 def test_a_refusal_that_names_no_field_is_raised_as_it_is():
-    from wqk.derive.shrink import tiny_config
+    """ESMFold 2's ESMC refuses unequal key heads; the repairs restore its 40 heads, which the shrunk
+    width refuses in words that name no field: raised as it is, with the first refusal, on which the
+    shrinking retries with as many key heads as query heads."""
+    import transformers
 
-    with pytest.raises(Exception, match=r"hidden size \(96\) is not a multiple"):
-        tiny_config("esmfold2")  # "hidden size", not hidden_size: no field to move
+    from wqk.derive.shrink import _Counts, _repaired, _shrink_dict, tiny_config
+
+    config = transformers.AutoConfig.for_model("esmfold2")
+    own = config.to_dict()
+    with pytest.raises(Exception, match=r"hidden size \(96\) is not a multiple") as refused:
+        _repaired(type(config), _shrink_dict(own, _Counts()), own)  # "hidden size", not hidden_size: no field
+    assert "num_key_value_heads" in str(refused.value.first_refusal)
+    esmc = tiny_config("esmfold2").esmc_config
+    assert esmc.num_key_value_heads == esmc.num_attention_heads
 
 
 def test_sizes_the_class_computes_from_others_are_left_to_it():

@@ -120,6 +120,12 @@ HINTS["hunyuan_vl"] = {"text_config.rope_parameters.mrope_section": [2, 2, 2, 2]
 # (Chameleon's and Emu3's config.json: the whole vocabulary, "<image>" among it): the image placeholder only,
 # an id inside the tiny vocabulary (the VQ codes' tokens are not needed by a forward of text)
 HINTS["chameleon"] = HINTS["emu3"] = {"vocabulary_map": {"<image>": 3}}
+# its atom encoders' (the inputs embedder's and the denoiser's) 3-d rotary packs 3 spatial axes of 2 frequency pairs and 10 pairs of the atom's UID into half
+# of each head (the checkpoint's 16 of a 32-wide head): the tiny head of 16 holds the axes' 6 and 2 of the UID
+HINTS["esmfold2"] = {
+    "atom_encoder.num_uid_rope_pairs": 2,
+    "structure_head.diffusion_module.atom_encoder.num_uid_rope_pairs": 2,
+}
 # Qwen4-Exp's attention layers always build their QSA token indexer, whose sizes its config leaves to the
 # checkpoint (None): one key head (its validator's only choice), heads as wide as the attention's, a budget
 # of 8 tokens in blocks of 2 (a multiple, as its validator asks)
@@ -637,7 +643,10 @@ def shrink(config, kv_equal: bool = False):
             return _repaired(type(config), d, own)
         except Exception as e:  # the config class's own validators
             error = e
-            if "key_value_heads" not in str(e) and "kv_heads" not in str(e):
+            # the refusal of the key heads, or the first of the repairs' that ended elsewhere (ESMC's: a
+            # restored head count the shrunk width no longer holds)
+            said = f"{e} {getattr(e, 'first_refusal', '')}"
+            if "key_value_heads" not in said and "kv_heads" not in said:
                 break
     raise error
 
@@ -661,7 +670,7 @@ def _repaired(cls, d: dict, own: dict):
     try:
         return cls.from_dict(d)
     except Exception as e:
-        error = e
+        error = first = e
     for _ in range(REPAIRS + 1):
         message = str(error)
         for path, value in _moves(d, own, message):
@@ -675,7 +684,8 @@ def _repaired(cls, d: dict, own: dict):
             else:
                 return _with_computed(cls, trial, own, made)
         else:
-            raise error
+            break
+    error.first_refusal = first  # the refusal before the repairs (shrink's retry reads it)
     raise error
 
 
