@@ -717,3 +717,14 @@ def test_a_tower_without_a_forward_of_its_own_is_left_to_the_root():
     then refuses it as not bilinear), not a forward error."""
     d = derive("chameleon")
     assert not d.ok and d.category == "not bilinear", d.reason
+
+
+def test_a_tower_that_embeds_patches_linearly_reads_them_flattened():
+    """Molmo 2's ViT: a position per patch of the tiny grid, and patches as rows of pixels."""
+    from wqk.derive.build import build, forward_inputs
+    from wqk.derive.shrink import tiny_config
+
+    config = tiny_config("molmo2_vision")
+    assert config.num_position_embeddings == (config.image_size[0] // config.patch_size) ** 2
+    pixels = forward_inputs(build(config))["pixel_values"]
+    assert pixels.shape[1:] == (config.num_position_embeddings, 3 * config.patch_size**2)

@@ -241,6 +241,19 @@ def _flat_patches(config, g) -> dict:
     }
 
 
+def _linear_patches(model) -> bool:
+    """A vision tower that embeds its patches with a linear map (Molmo 2's: patches flattened by its
+    processor, channels x patch x patch each)."""
+    return isinstance(getattr(model, "patch_embedding", None), torch.nn.Linear)
+
+
+def _patch_rows(pixels: torch.Tensor, embedding: torch.nn.Linear, g) -> torch.Tensor:
+    """The image's patches as rows [B, patches, pixels a patch], as many as the image holds."""
+    side = round((embedding.in_features / pixels.shape[1]) ** 0.5)  # channels x side^2 pixels a patch
+    n = (pixels.shape[2] // side) * (pixels.shape[3] // side)
+    return torch.randn(pixels.shape[0], n, embedding.in_features, generator=g, dtype=pixels.dtype)
+
+
 def _positioned_patches(config, g) -> dict:
     """Gemma 4's flattened patches [B, patches, channels x patch x patch] and each patch's (x, y):
     a square grid of FLAT_SIDE patches a side, rounded up to whole pooling kernels."""
@@ -756,6 +769,8 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
         n = kwargs["input_ids"].shape[1]
         kwargs["patch_ids"] = (torch.arange(n) // PATCH_BYTES).expand(kwargs["input_ids"].shape[0], -1)
         kwargs["num_patches"] = -(-n // PATCH_BYTES)
+    if "pixel_values" in kwargs and kwargs["pixel_values"].ndim == 4 and _linear_patches(model):
+        kwargs["pixel_values"] = _patch_rows(kwargs["pixel_values"], model.patch_embedding, g)
     if "spatial_shapes" in params and "pixel_values" in kwargs:  # SigLIP 2 (NaFlex): patches, their grid, a mask
         kwargs.update(_flat_patches(config, g))
     if "pixel_position_ids" in params and "pixel_values" in kwargs:  # Gemma 4: flat patches and their places

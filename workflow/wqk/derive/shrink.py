@@ -126,6 +126,9 @@ HINTS["esmfold2"] = {
     "atom_encoder.num_uid_rope_pairs": 2,
     "structure_head.diffusion_module.atom_encoder.num_uid_rope_pairs": 2,
 }
+# its adapter pools the outputs of ViT layers 24 and 18 (of the 25 the checkpoint keeps: the last and the
+# seventh from it, by index): the tiny ViT's last and the one before it
+HINTS["molmo2"] = {"adapter_config.vision_feature_layer": [-1, -2]}
 # Qwen4-Exp's attention layers always build their QSA token indexer, whose sizes its config leaves to the
 # checkpoint (None): one key head (its validator's only choice), heads as wide as the attention's, a budget
 # of 8 tokens in blocks of 2 (a multiple, as its validator asks)
@@ -252,6 +255,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
         v = own.get(k)
         if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, int) and x > 32 for x in v):
             out[k] = [32, 32]
+    if _int(own.get("num_position_embeddings")) == _grid(own) ** 2 > _grid(out) ** 2 > 0:
+        out["num_position_embeddings"] = _grid(out) ** 2  # a position a patch (Molmo 2's 27 x 27): the tiny grid's
     tubelet = own.get("tubelet_size")  # VideoPrism: [frames, height, width] of a tubelet
     if isinstance(tubelet, (list, tuple)) and len(tubelet) == 3 and all(isinstance(x, int) for x in tubelet):
         out["tubelet_size"] = [tubelet[0], *(min(x, 8) for x in tubelet[1:])]
