@@ -130,8 +130,9 @@ HINTS["esmfold2"] = {
 # seventh from it, by index): the tiny ViT's last and the one before it
 HINTS["molmo2"] = {"adapter_config.vision_feature_layer": [-1, -2]}
 # Qwen4-Exp's attention layers always build their QSA token indexer, whose sizes its config leaves to the
-# checkpoint (None): one key head (its validator's only choice), heads as wide as the attention's, a budget
-# of 8 tokens in blocks of 2 (a multiple, as its validator asks)
+# checkpoint (None): one key head (its validator's only choice), heads as wide as the attention's, blocks of 2
+# tokens and a budget of 64 (a multiple, as its validator asks; past the tiny forwards' lengths, as a
+# checkpoint's budget is past a short prompt: every earlier token kept)
 QSA = {"indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": HEAD_DIM, "indexer_budget": 64,
        "indexer_compress_ratio": 2}  # fmt: skip
 HINTS["qwen4_exp_text"] = QSA
