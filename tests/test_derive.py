@@ -728,3 +728,16 @@ def test_a_tower_that_embeds_patches_linearly_reads_them_flattened():
     assert config.num_position_embeddings == (config.image_size[0] // config.patch_size) ** 2
     pixels = forward_inputs(build(config))["pixel_values"]
     assert pixels.shape[1:] == (config.num_position_embeddings, 3 * config.patch_size**2)
+
+
+def test_token_ids_beside_audio_features_of_one_embedding_a_token():
+    """Voxtral Realtime adds its audio embeddings to its token embeddings position by position and
+    refuses ids alone: a variant of the ids beside as many frames as make one embedding a token."""
+    from wqk.derive.build import build, input_variants
+    from wqk.derive.shrink import tiny_config
+
+    model = build(tiny_config("voxtral_realtime"))
+    both = [v for v in input_variants(model) if "input_ids" in v and "input_features" in v]
+    assert both, "no variant of ids and audio"
+    with torch.no_grad():
+        model(**both[-1])

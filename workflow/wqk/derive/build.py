@@ -384,7 +384,33 @@ def input_variants(model, seed: int = 0) -> list[dict]:
     extra += channels + _encoder_variants(model, [*out[:1], *channels], seed) + _embeds_variants(model, out, seed)
     out += extra + _feature_variants(model, out, seed)
     out += _box_variants(model, out, seed) + _images_per_text_variants(model, out)
+    out += _aligned_audio_variants(model, out, seed)
     return out + [_one_example(inputs) for inputs in out[:1]]
+
+
+def _aligned_audio_variants(model, variants: list[dict], seed: int) -> list[dict]:
+    """Last, where the forward takes token ids and audio features and makes audio embeddings of
+    its own (get_audio_features): the ids beside features of as many frames as make one audio
+    embedding a token (Voxtral Realtime adds them to the token embeddings position by position,
+    and refuses ids alone); the frames a token measured by a forward of the audio part."""
+    params = inspect.signature(model.forward).parameters
+    ids = variants[0].get("input_ids") if variants else None
+    method = getattr(model, "get_audio_features", None)
+    if ids is None or "input_features" not in params or "input_features" in variants[0] or not callable(method):
+        return []
+    g = torch.Generator().manual_seed(SEED + 14 + 1000 * seed)
+    dtype = next(model.parameters()).dtype
+    probe = _features(model.config, g, 8 * ids.shape[1]).to(dtype)
+    try:
+        with torch.no_grad():
+            made = method(input_features=probe).pooler_output
+    except Exception:  # an audio part this probe does not fit: no such variant
+        return []
+    embeds = made.shape[-2] if made.ndim == 3 else made.shape[0] // B
+    if not embeds or probe.shape[-1] % embeds:
+        return []
+    frames = probe.shape[-1] // embeds * ids.shape[1]
+    return [dict(variants[0], input_features=_features(model.config, g, frames).to(dtype))]
 
 
 def _state_variants(model, variants: list[dict], seed: int) -> list[dict]:
