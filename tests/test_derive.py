@@ -741,3 +741,16 @@ def test_token_ids_beside_audio_features_of_one_embedding_a_token():
     assert both, "no variant of ids and audio"
     with torch.no_grad():
         model(**both[-1])
+
+
+def test_states_a_forward_projects_itself_are_made_beside_its_embeds():
+    """BLT's local decoder reads byte states and the global transformer's patch states (patch_embeds,
+    through patch_embedding_projection), not token ids."""
+    from wqk.derive.build import build, input_variants
+    from wqk.derive.shrink import tiny_config
+
+    model = build(tiny_config("blt_local_decoder"))
+    both = [v for v in input_variants(model) if "inputs_embeds" in v and "patch_embeds" in v]
+    assert both and both[0]["patch_embeds"].shape[-1] == model.patch_embedding_projection.in_features
+    with torch.no_grad():
+        model(**both[0])

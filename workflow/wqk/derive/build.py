@@ -537,7 +537,23 @@ def _embeds_variants(model, variants: list[dict], seed: int) -> list[dict]:
     dtype = next(model.parameters()).dtype
     states = torch.randn(*ids.shape, _width(model.config), generator=g, dtype=dtype)
     inputs = {k: v for k, v in variants[0].items() if k != "input_ids"}
-    return [dict(inputs, inputs_embeds=states)]
+    return [dict(inputs, inputs_embeds=states, **_projected_embeds(model, params, ids, g, dtype))]
+
+
+def _projected_embeds(model, params, ids: torch.Tensor, g, dtype) -> dict:
+    """Other states the forward takes as *_embeds and projects with a linear map of the same stem
+    (BLT's local decoder: patch_embeds, the global transformer's, through patch_embedding_projection):
+    [B, a state per PATCH_BYTES tokens, the map's input width]."""
+    out = {}
+    for name in params:
+        stem = name.removesuffix("_embeds")
+        if name == "inputs_embeds" or stem == name:
+            continue
+        linear = getattr(model, f"{stem}_embedding_projection", None)
+        if isinstance(linear, torch.nn.Linear):
+            n = -(-ids.shape[1] // PATCH_BYTES)
+            out[name] = torch.randn(ids.shape[0], n, linear.in_features, generator=g, dtype=dtype)
+    return out
 
 
 def _feature_variants(model, variants: list[dict], seed: int) -> list[dict]:
