@@ -478,6 +478,18 @@ def test_a_forward_that_overflows_float64_runs_in_float32():
     assert derive("canine").ok  # its float32 mask times float64's minimum scored NaN at every position
 
 
+def test_masks_of_patches_and_blocks_leave_each_query_keys_to_see():
+    """BLT's patches of bytes given by patch_lengths (its random entropy model would cut one a
+    byte), MobileViT's image two patches a side at its output stride, Granite Speech's context
+    blocks as short as the tiny inputs (its Shaw relative positions are then what refuses it)."""
+    from wqk.derive.shrink import tiny_config
+
+    assert tiny_config("mobilevit").image_size == 128 and tiny_config("granite_speech_encoder").context_size == 4
+    assert derive("blt").ok and derive("mobilevit").ok
+    granite = derive("granite_speech_encoder")
+    assert granite.category == "not bilinear" and "no linear map" in granite.reason, granite.reason
+
+
 def test_relative_positions_read_by_the_queries_are_no_bilinear_form():
     """Parakeet's attention adds (q + v) . R(i - j), sinusoids of relative positions: the forwards
     without rotation see one table at every position; at the real ones the softmax input is no
