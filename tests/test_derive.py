@@ -506,6 +506,13 @@ def test_qk_norm_biases_and_a_norm_over_all_heads_are_folded_as_q_and_k_are():
     assert esmc.ok and esmc.record.attention[0].qk_norm_centred == "projection"
 
 
+def test_a_qk_norms_shift_after_the_norm_is_read_beside_its_gain():
+    """Persimmon's QK LayerNorm has a bias, added after the norm: the blocks' q_norm_bias and
+    k_norm_bias, which the logits test adds to the scaled q and k."""
+    persimmon = derive("persimmon")
+    assert persimmon.ok, persimmon.reason
+
+
 def test_a_backbone_read_at_several_levels_keeps_its_stages():
     """RT-DETR reads its ResNet's stages 2 to 4 (AIFI attends over the last): the stages those
     name are kept, with the per-level widths of its encoder's outputs shrunk (decoder_in_channels);

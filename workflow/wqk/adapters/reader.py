@@ -196,6 +196,18 @@ def _fold_qk_norm_biases(ckpt: Checkpoint, site: Site, block: AttentionBlock, bi
     return out
 
 
+def _qk_norm_shifts(ckpt: Checkpoint, site: Site, block: AttentionBlock) -> dict:
+    """A QK-norm's biases, beside its gains (a LayerNorm's shift after the norm: Persimmon's)."""
+    k = block.q.shape[2]
+    shifts = {}
+    for side, template, n in zip(
+        ("q_norm_bias", "k_norm_bias"), site.attention.qk_norm, (block.n_heads, block.n_kv_heads)
+    ):
+        if template.endswith("weight"):
+            shifts[side] = _qk_gain(ckpt, site, template.removesuffix("weight") + "bias", n, k)
+    return shifts
+
+
 def _qk_gain(ckpt: Checkpoint, site: Site, template: str, n: int, k: int) -> torch.Tensor | None:
     """One side's QK-norm gain as [n heads, k] (a gain shared by the heads repeated); None if absent."""
     store = ckpt.store
@@ -235,7 +247,7 @@ class _Extras:
         a = site.attention
         out = self._biases(block, site)
         if block.form == "qk_norm_gain_folded":
-            out = _fold_qk_norm_biases(self.ckpt, site, block, out)
+            out = _fold_qk_norm_biases(self.ckpt, site, block, out) | _qk_norm_shifts(self.ckpt, site, block)
         pre_norm = bool(self.ckpt.config.get(a.pre_norm, False)) if isinstance(a.pre_norm, str) else a.pre_norm
         norm = a.first_norm if a.first_norm and site.layer == 0 else a.norm
         if pre_norm and norm:
