@@ -485,6 +485,42 @@ def test_a_forward_that_overflows_float64_runs_in_float32():
     """FSMT fills its causal mask with float64's minimum converted to float32: its forward runs
     in float32, so its refusal, if any, is past the forward."""
     assert derive("fsmt").category != "forward"
+    assert derive("canine").ok  # its float32 mask times float64's minimum scored NaN at every position
+
+
+def test_masks_of_patches_and_blocks_leave_each_query_keys_to_see():
+    """BLT's patches of bytes given by patch_lengths (its random entropy model would cut one a
+    byte), MobileViT's image two patches a side at its output stride, Granite Speech's context
+    blocks as short as the tiny inputs (its Shaw relative positions are then what refuses it)."""
+    from wqk.derive.shrink import tiny_config
+
+    assert tiny_config("mobilevit").image_size == 128 and tiny_config("granite_speech_encoder").context_size == 4
+    assert derive("blt").ok and derive("mobilevit").ok
+    granite = derive("granite_speech_encoder")
+    assert granite.category == "not bilinear" and "no linear map" in granite.reason, granite.reason
+
+
+def test_relative_positions_read_by_the_queries_are_no_bilinear_form():
+    """Parakeet's attention adds (q + v) . R(i - j), sinusoids of relative positions: the forwards
+    without rotation see one table at every position; at the real ones the softmax input is no
+    linear map of q.k, and the type is refused as not bilinear, not at the logits test."""
+    d = derive("parakeet_encoder")
+    assert d.category == "not bilinear" and "content and position" in d.reason, d.reason
+
+
+def test_qk_norm_biases_and_a_norm_over_all_heads_are_folded_as_q_and_k_are():
+    """GLM-OCR's vision tower: a qkv bias before its QK-norm, centred and scaled by the gain as q
+    and k are; ESMC: one LayerNorm over all heads' columns (its mean over all of them)."""
+    assert derive("glm_ocr_vision").ok
+    esmc = derive("esmc")
+    assert esmc.ok and esmc.record.attention[0].qk_norm_centred == "projection"
+
+
+def test_a_qk_norms_shift_after_the_norm_is_read_beside_its_gain():
+    """Persimmon's QK LayerNorm has a bias, added after the norm: the blocks' q_norm_bias and
+    k_norm_bias, which the logits test adds to the scaled q and k."""
+    persimmon = derive("persimmon")
+    assert persimmon.ok, persimmon.reason
 
 
 def test_a_backbone_read_at_several_levels_keeps_its_stages():

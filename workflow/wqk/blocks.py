@@ -57,6 +57,8 @@ class AttentionBlock:
     k score (FORMS). storage: what q and k were stored as where that is no float type
     (quantised GGUF: "Q5_0", or "q Q4_K, k Q6_K"), dequantised to float32 for scoring; None:
     stored as floats (the scores' `storage` column, present only where some block has one).
+    q_norm_bias [H, k] and k_norm_bias [H_kv, k]: a QK-norm's shift, added after the norm (a
+    LayerNorm with a bias: Persimmon's), of form="qk_norm_gain_folded" blocks.
     """
 
     stack: str
@@ -72,6 +74,8 @@ class AttentionBlock:
     heads: tuple[int, ...] | None = None
     form: str = "bilinear"
     storage: str | None = None
+    q_norm_bias: torch.Tensor | None = None
+    k_norm_bias: torch.Tensor | None = None
 
     def __post_init__(self):
         if self.form not in FORMS:
@@ -86,6 +90,7 @@ class AttentionBlock:
             )
         (h, d_q, k), (h_kv, d_k, _) = self.q.shape, self.k.shape
         expected = {"q_bias": (h, k), "k_bias": (h_kv, k), "q_gain": (d_q,), "k_gain": (d_k,)}
+        expected |= {"q_norm_bias": (h, k), "k_norm_bias": (h_kv, k)}
         for name, shape in expected.items():
             t = getattr(self, name)
             if t is not None and tuple(t.shape) != shape:

@@ -170,13 +170,42 @@ def _fold_qk_norm(ckpt: Checkpoint, site: Site, block: AttentionBlock) -> Attent
             f"({a.qk_norm[0] if gk is None else a.qk_norm[1]} found under {site.prefix!r}); a truncated checkpoint?"
         )
 
-    def folded(factor: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
-        f = factor.to(torch.promote_types(factor.dtype, torch.float32))
-        if a.qk_norm_centred:  # a LayerNorm subtracts each head's mean: x Q_h (I - 11^T / k)
-            f = f - f.mean(dim=2, keepdim=True)
-        return f * (gain.to(f.dtype) + a.gain_offset)[:, None, :]
+    q_folded, k_folded = _qk_norm_folded(block.q, gq, a), _qk_norm_folded(block.k, gk, a)
+    return dataclasses.replace(block, q=q_folded, k=k_folded, form="qk_norm_gain_folded")
 
-    return dataclasses.replace(block, q=folded(block.q, gq), k=folded(block.k, gk), form="qk_norm_gain_folded")
+
+def _qk_norm_folded(factor: torch.Tensor, gain: torch.Tensor, a) -> torch.Tensor:
+    """factor [H, d, k] with the QK-norm's centring (a LayerNorm's) and gain [H, k] folded in."""
+    f = factor.to(torch.promote_types(factor.dtype, torch.float32))
+    if a.qk_norm_centred:  # a LayerNorm subtracts each head's mean: x Q_h (I - 11^T / k)
+        over = (0, 2) if a.qk_norm_centred == "projection" else 2  # or all heads' mean
+        f = f - f.mean(dim=over, keepdim=True)
+    return f * (gain.to(f.dtype) + a.gain_offset)[:, None, :]
+
+
+def _fold_qk_norm_biases(ckpt: Checkpoint, site: Site, block: AttentionBlock, biases: dict) -> dict:
+    """A QK-norm block's q and k biases in the space of its folded q and k: the bias enters the
+    norm with x Q_h (GLM-OCR's vision tower: qkv with a bias, then the QK-norm), so it is centred
+    and scaled by the gain as q and k are."""
+    a, k = site.attention, block.q.shape[2]
+    out = dict(biases)
+    for side, template, n in (("q_bias", a.qk_norm[0], block.n_heads), ("k_bias", a.qk_norm[1], block.n_kv_heads)):
+        if out.get(side) is not None:
+            gain = _qk_gain(ckpt, site, template, n, k)
+            out[side] = _qk_norm_folded(out[side][:, None, :], gain, a)[:, 0, :]
+    return out
+
+
+def _qk_norm_shifts(ckpt: Checkpoint, site: Site, block: AttentionBlock) -> dict:
+    """A QK-norm's biases, beside its gains (a LayerNorm's shift after the norm: Persimmon's)."""
+    k = block.q.shape[2]
+    shifts = {}
+    for side, template, n in zip(
+        ("q_norm_bias", "k_norm_bias"), site.attention.qk_norm, (block.n_heads, block.n_kv_heads)
+    ):
+        if template.endswith("weight"):
+            shifts[side] = _qk_gain(ckpt, site, template.removesuffix("weight") + "bias", n, k)
+    return shifts
 
 
 def _qk_gain(ckpt: Checkpoint, site: Site, template: str, n: int, k: int) -> torch.Tensor | None:
@@ -217,6 +246,8 @@ class _Extras:
     def __call__(self, block: AttentionBlock, site: Site) -> dict:
         a = site.attention
         out = self._biases(block, site)
+        if block.form == "qk_norm_gain_folded":
+            out = _fold_qk_norm_biases(self.ckpt, site, block, out) | _qk_norm_shifts(self.ckpt, site, block)
         pre_norm = bool(self.ckpt.config.get(a.pre_norm, False)) if isinstance(a.pre_norm, str) else a.pre_norm
         norm = a.first_norm if a.first_norm and site.layer == 0 else a.norm
         if pre_norm and norm:

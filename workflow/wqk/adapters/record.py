@@ -71,7 +71,9 @@ class Attention:
       [heads, head_dim]); a template with {h} names one tensor per head (StableLM). Absent
       tensors (a config without the norm: Cohere's use_qk_norm false): plain bilinear blocks.
       qk_norm_centred: the norm is a LayerNorm over each head (Cohere, StableLM): its mean
-      subtraction, linear, is folded too (Q_h' = Q_h (I - 11^T / head_dim) diag(g)).
+      subtraction, linear, is folded too (Q_h' = Q_h (I - 11^T / head_dim) diag(g));
+      "projection": a LayerNorm over the whole projection, all heads together (ESMC): the mean
+      over every head's columns is subtracted.
     as_decoder: config flag that files the stack as "decoder" (a BERT trained causally).
     required: False where the stack may be absent (an encoder-only export yields no decoder).
     alternative: read only when the previous Attention of the same stack found nothing (ViT's
@@ -102,7 +104,7 @@ class Attention:
     gain_offset: float = 0.0
     norm_centred: bool | None = None
     qk_norm: tuple[str, str] | None = None
-    qk_norm_centred: bool = False
+    qk_norm_centred: bool | str = False
     as_decoder: str | None = None
     required: bool = True
     alternative: bool = False

@@ -24,7 +24,7 @@ from ..adapters.record import Tiny
 from ..checkpoints.checkpoint import TIMM
 from ..errors import UnsupportedModelType
 from .calls import CATEGORIES, Underivable
-from .run import DTYPE_CLASH
+from .run import DTYPE_CLASH, nan_scores
 from .verified import Derivation, no_rotation, record_of
 
 __all__ = ["CATEGORIES", "Derivation", "derive"]
@@ -108,7 +108,7 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
     error = None
     # the second try: as many key heads as query heads; the third, in float32, where the forward
     # makes float32 tensors of its own that meet float64 weights (Inkling 2, FastSpeech 2's conformer)
-    # or that overflow with float64 values (FSMT)
+    # or that overflow with float64 values (FSMT, CANINE)
     for kv_equal, dtype in ((False, torch.float64), (True, torch.float64), (False, torch.float32)):
         if dtype == torch.float32 and not DTYPE_CLASH.search(str(error)):
             continue
@@ -121,6 +121,7 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
                     with no_rotation(model):
                         steps = plan(model)
                         trace, again = runs(model, steps)
+                    nan_scores(trace)
                     break
                 except AttributeError as e:
                     if repair == FILLS or not filled(config, e):

@@ -813,6 +813,12 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
         kwargs["num_patches"] = -(-n // PATCH_BYTES)
     if "pixel_values" in kwargs and kwargs["pixel_values"].ndim == 4 and _linear_patches(model):
         kwargs["pixel_values"] = _patch_rows(kwargs["pixel_values"], model.patch_embedding, g)
+    if "patch_lengths" in params and "input_ids" in kwargs:
+        # BLT: bytes in patches of PATCH_BYTES (its tiny entropy model, random, would start a patch at
+        # every byte, and each patch's query would see one byte)
+        n = kwargs["input_ids"].shape[1]
+        lengths = [PATCH_BYTES] * (n // PATCH_BYTES) + ([n % PATCH_BYTES] if n % PATCH_BYTES else [])
+        kwargs["patch_lengths"] = torch.tensor(lengths).expand(kwargs["input_ids"].shape[0], -1)
     if "spatial_shapes" in params and "pixel_values" in kwargs:  # SigLIP 2 (NaFlex): patches, their grid, a mask
         kwargs.update(_flat_patches(config, g))
     if "pixel_position_ids" in params and "pixel_values" in kwargs:  # Gemma 4: flat patches and their places

@@ -244,6 +244,8 @@ def _batches(trace: Trace, product: Product, calls: list[ModuleCall]) -> list[in
                 lead = p.out.shape[0] // tq
             elif p.out.ndim >= 4 and p.out.shape[-3] * p.out.shape[-2] == tq:  # a grid [.., height, width, m]
                 lead = p.out[..., 0, 0, 0].numel()  # (SegGPT: its image and prompt stacked on the batch)
+            elif p.out.ndim == 3 and p.out.shape[-2] % tq == 0:  # a sequence cut into blocks of tq tokens
+                lead = p.out.shape[0] * (p.out.shape[-2] // tq)  # (Granite Speech's context blocks)
             else:
                 continue
             if lead not in found:

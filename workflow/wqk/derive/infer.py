@@ -160,6 +160,10 @@ def norm_kind(call: ModuleCall) -> tuple[float, bool]:
     raise Underivable("layout", f"{call.name} ({type(call.module).__name__}) is no RMSNorm or LayerNorm of its gain")
 
 
+def _width(call: ModuleCall) -> int:
+    return (call.args[0] if call.args else next(iter(call.kwargs.values()))).shape[-1]
+
+
 def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
     """The Attention fields of one attention call (config_keys: its head count -> config key)."""
     q, k = call.q, call.k
@@ -195,6 +199,8 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
     if q.norm is not None:
         qk_norm = (q.norm.name + ".weight", k.norm.name + ".weight")
         offset, qk_centred = norm_kind(q.norm)
+        if qk_centred and heads > 1 and _width(q.norm) == heads * c:
+            qk_centred = "projection"  # one LayerNorm over all heads' columns (ESMC)
         if norm is not None and offset != gain_offset:
             raise Underivable("layout", f"{call.call.name}: the QK-norm's gain offset differs from the pre-norm's")
         gain_offset = offset

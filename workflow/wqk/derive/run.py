@@ -19,10 +19,22 @@ from .heads import config_path
 from .trace import Trace, default_dtype, tracing
 
 # float32 tensors the forward makes itself that meet float64 weights (or float64's minimum filled into
-# one: FSMT's mask): the derivation retries in float32
+# one: FSMT's mask, CANINE's, whose open positions then score 0 x -inf): the derivation retries in float32
 DTYPE_CLASH = re.compile(
     r"same dtype|should be the same|float != double|Float and Double|Float but found Double|float without overflow"
+    r"|scores NaN in float64"
 )
+
+
+def nan_scores(trace: Trace) -> None:
+    """Raise where a float64 forward's softmax input is NaN at every position (a float32 mask
+    times float64's minimum: CANINE's), which the derivation retries in float32."""
+    for softmax in trace.softmaxes:
+        scores = softmax.scores
+        if scores.dtype == torch.float64 and scores.numel() and bool(scores.isnan().all()):
+            raise FloatingPointError("attention scores NaN in float64 (a float32 mask of float64's minimum)")
+
+
 MODALITY_BY_INPUT = {
     "pixel_values": "vision",
     "input_features": "audio",

@@ -228,6 +228,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = QUERIES
         elif k == "sliding_window" and v > 4:
             out[k] = 4
+        elif k == "context_size" and v > 4:  # Granite Speech's blocks of frames, padded: tiny inputs fill some
+            out[k] = 4
         elif k == "max_source_positions" and v > 16:  # audio frames (Whisper: 1500)
             out[k] = 16
         elif k in POSITIONS and v > MAX_POSITIONS:  # a table or mask buffer of positions (squared, for some)
@@ -268,6 +270,7 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
         out["use_timm_backbone"] = False
         out["use_pretrained_backbone"] = False
     _stages(out, own, max(levels, default=0))
+    _patches_at_output_stride(out)
     for k in [k for k in out if "softcap" in k and "attn" in k and out[k] is not None]:
         out[k] = 1e9  # a monotone map of q.k, tanh(s / cap) * cap: the identity to 1e-18 with this cap
     if isinstance(out.get("vocab_size"), int):
@@ -399,6 +402,15 @@ LATENT = {"qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16, "kv_
 RESNET = {"model_type": "resnet", "depths": [1, 1], "hidden_sizes": [32, 64], "embedding_size": 32,
           "out_features": ["stage2"]}  # fmt: skip
 STAGE_HEADS = (3, 6, 12, 24)  # per-stage head counts of hierarchical vision models (Swin): width 96, 192, ...
+
+
+def _patches_at_output_stride(out: dict) -> None:
+    """An image two patches a side at the coarsest stage (image_size / output_stride): MobileViT's
+    last transformer unfolds that stage's map into patches of patch_size, and attends across them
+    (a 32-pixel image leaves one, 128 pixels leave 2 x 2)."""
+    stride, patch, image = (out.get(k) for k in ("output_stride", "patch_size", "image_size"))
+    if all(isinstance(v, int) and v > 0 for v in (stride, patch, image)):
+        out["image_size"] = max(image, 2 * stride * patch)
 
 
 def _levels(own: dict) -> list[int]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from ..adapters.record import DERIVED, Record, Rotary, Tiny
-from .calls import AttentionCall, Underivable, attention_calls
+from .calls import AttentionCall, Underivable, _heads_view, _product_of, attention_calls, fit_scale, open_positions
 from .run import attention_modules
 
 
@@ -112,6 +112,8 @@ def record_of(model_type, model, steps, traces, keys, save, base: str, tiny: Tin
                     calls = attention_calls(trace, again)
         if calls is None:
             raise first
+    real = runs(model, steps)  # at the real positions (the traces ran without rotation)
+    _linear_at_real_positions(trace, calls, real)
     model_towers = towers(model)
     facts = _by_tower(_by_cross([site_facts(trace, c, keys(trace)) for c in calls]), model_towers)
     with tempfile.TemporaryDirectory(prefix="wqk-derive-") as tmp:
@@ -122,7 +124,7 @@ def record_of(model_type, model, steps, traces, keys, save, base: str, tiny: Tin
         layers = layer_numbers(facts)
         pairs = _blocks_of(calls, facts, _read_blocks(folder, record), layers)
         scales = [check(b, seen(c, trace, trace), seen(c, trace, again)) for c, b in pairs]
-        record, rope_facts = _with_rope(model, steps, record, folder, trace, calls, facts, layers)
+        record, rope_facts = _with_rope(model, real, record, folder, trace, calls, facts, layers)
     return Derivation(
         model_type,
         record=record,
@@ -376,14 +378,41 @@ def _blocks_of(calls: list[AttentionCall], facts, blocks, layers):
     return pairs
 
 
-def _with_rope(model, steps, record: Record, folder: Path, trace, calls, facts, layers) -> tuple[Record, dict]:
-    """The record with the Rotary under which the forward's own scores (default positions) are
-    the rotated form of its blocks; unchanged when the scores need no rotation."""
+def _linear_at_real_positions(trace, calls: list[AttentionCall], real) -> None:
+    """Refuse a call whose softmax input, at the real positions, is no linear map of its q.k
+    product: a term of content and position that the forwards without rotation hid, each query
+    read against a table of sinusoids of relative positions (Transformer-XL's, the conformers'
+    pos_bias_u/v attention: with no rotation the table is the same at every position)."""
+    one, other = real
+    if len(one.softmaxes) != len(trace.softmaxes) or len(other.softmaxes) != len(trace.softmaxes):
+        return
+    for call in calls:
+        index = trace.softmaxes.index(call.softmax)
+        first, second = one.softmaxes[index], other.softmaxes[index]
+        products = _product_of(one, first), _product_of(other, second)
+        if any(p is None or p.out.shape != call.product.out.shape for p in products):
+            continue
+        batch = call.product.out[..., 0, 0].numel() // call.heads
+        tk = call.product.out.shape[-1]
+        scores, others = (_heads_view(s.scores, batch)[..., :tk] for s in (first, second))
+        outs = (_heads_view(p.out, batch) for p in products)
+        try:
+            fit_scale(scores, others, *outs, open_positions(scores, others))
+        except Underivable as e:
+            raise Underivable(
+                "not bilinear",
+                f"{call.call.name}: at the real positions, {e.reason}: a term of content and "
+                "position (relative positions read by the queries), hidden without rotation",
+            ) from None
 
-    from .run import runs
+
+def _with_rope(model, real, record: Record, folder: Path, trace, calls, facts, layers) -> tuple[Record, dict]:
+    """The record with the Rotary under which the forward's own scores (default positions, the
+    forwards real) are the rotated form of its blocks; unchanged when the scores need no rotation."""
+
     from .verify import seen
 
-    one, other = runs(model, steps)
+    one, other = real
     blocks = _blocks_of(calls, facts, _read_blocks(folder, record), layers)
     pairs = [((seen(c, trace, one), seen(c, trace, other)), b) for c, (_, b) in zip(calls, blocks)]
     needs = [(s, b) for s, b in pairs if not _passes(s, b, False)]

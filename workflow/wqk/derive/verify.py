@@ -116,20 +116,30 @@ def seen(call: AttentionCall, first: Trace, again: Trace) -> Seen:
     return Seen(call.call.name, xs[0], xs[1], scores, *scalings)
 
 
+def _normed(block: AttentionBlock, s: Seen, q: torch.Tensor, k: torch.Tensor):
+    """q and k [N, H, T, c] scaled by the QK-norm's per-token scalings, its shifts added."""
+    if s.q_scaling is None or s.k_scaling is None:
+        raise Underivable("verify", f"{s.name}: a QK-norm block, but the forward ran no QK-norm")
+    qs, ks = (
+        t.expand(t.shape[0], q.shape[1], t.shape[2]) if t.shape[1] == 1 else t for t in (s.q_scaling, s.k_scaling)
+    )
+    group = q.shape[1] // ks.shape[1]
+    q, k = q * qs[..., None], k * ks.repeat_interleave(group, dim=1)[..., None]
+    if block.q_norm_bias is not None:
+        q = q + block.q_norm_bias.double()[None, :, None, :]
+    if block.k_norm_bias is not None:
+        k = k + block.k_norm_bias.double().repeat_interleave(block.n_heads // block.n_kv_heads, dim=0)[None, :, None, :]
+    return q, k
+
+
 def _form(block: AttentionBlock, s: Seen, with_rope: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """(the block's form, the scores) as [N, H, Tq, Tk] for one forward."""
     tq = s.scores.shape[-2]
     n = s.x.reshape(-1, s.x.shape[-1]).shape[0] // tq  # batch (x windows)
     q, k = expected_form(block, s.x, s.y, tq, s.y.reshape(-1, s.y.shape[-1]).shape[0] // n)
-    form = rotated(q, k, block.rope) if with_rope and block.rope is not None else q @ k.transpose(-1, -2)
     if block.form == "qk_norm_gain_folded":
-        if s.q_scaling is None or s.k_scaling is None:
-            raise Underivable("verify", f"{s.name}: a QK-norm block, but the forward ran no QK-norm")
-        qs, ks = (
-            t.expand(t.shape[0], q.shape[1], t.shape[2]) if t.shape[1] == 1 else t for t in (s.q_scaling, s.k_scaling)
-        )
-        ks = ks.repeat_interleave(q.shape[1] // ks.shape[1], dim=1)
-        form = form * qs[..., :, None] * ks[..., None, :]
+        q, k = _normed(block, s, q, k)
+    form = rotated(q, k, block.rope) if with_rope and block.rope is not None else q @ k.transpose(-1, -2)
     scores = _heads_view(s.scores, form.shape[0])[..., : form.shape[-1]].double()
     if scores.shape[1] != form.shape[1]:
         raise Underivable("verify", f"{s.name}: the block has {form.shape[1]} heads, the forward {scores.shape[1]}")
