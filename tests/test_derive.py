@@ -575,10 +575,13 @@ def test_grids_prompts_and_token_counts_follow_the_shrunk_image():
 def test_prompts_and_places_the_forwards_take_reach_the_attentions_behind_them():
     """SAM's mask decoder (points over an image whose grid its prompt encoder states), Kosmos-2's
     places of image embeddings in its text, Grounding DINO's phrases split at its delimiter tokens:
-    the forward runs, and what stops the record comes after it."""
+    the forward runs, and what stops the record comes after it (Kosmos-2 derives: its lone x_attn,
+    latent queries over the image, is one block of the cross stack)."""
     assert derive("sam_hq").category == "layout"  # the two-way transformer's interleaved cross-attentions
     kosmos = derive("kosmos-2")
-    assert kosmos.category == "layout" and "x_attn" in kosmos.reason, kosmos.reason
+    assert kosmos.ok, (kosmos.category, kosmos.reason)
+    x_attn = [a for a in kosmos.record.attention if "x_attn" in a.weight]
+    assert [(a.stack, a.single) for a in x_attn] == [("cross", True)]
     dino = derive("grounding-dino")  # its fusion layer's heads: encoder_attention_heads // 2
     assert dino.category == "config" and "fusion_layer" in dino.reason, dino.reason
 
@@ -683,3 +686,35 @@ def test_a_root_whose_towers_leave_attention_out_gives_its_error_to_the_retries(
     decoder out: the root's error stands, so the retry with as many key heads runs it, and what
     stops it is past the forward (its semantic encoder's relative positions). Half a minute."""
     assert derive("xcodec2").category == "not bilinear"
+
+
+def test_a_model_without_a_forward_runs_its_encoder_and_its_lone_1x1_convolution_attention_is_read():
+    """Chameleon's VQ-VAE has no forward: it is built and its encode runs; its one attention block
+    (1x1 convolutions over [B, C, H, W], one head no config field states, no number in its name)
+    reads as a record of one block, one head, q alone not taken for a gated q."""
+    from wqk.derive.build import model_class
+    from wqk.derive.shrink import tiny_config
+
+    assert model_class(tiny_config("chameleon_vqgan")).__name__ == "ChameleonVQVAE"
+    d = derive("chameleon_vqgan")
+    assert d.ok, (d.category, d.reason)
+    (a,) = d.record.attention
+    assert (a.weight, a.single, a.heads_default, a.q_gate) == ("encoder.mid.attn_1.{p}.weight", True, 1, False)
+    assert d.facts["modality"] == "vision"
+
+
+@pytest.mark.slow
+def test_a_generation_composite_without_a_forward_runs_its_towers():
+    """Qwen3-Omni's model has no forward: its towers run each on its own; its thinker's audio and
+    vision encoders are encoders inside it; its talker's config reads the vision config's
+    spatial_merge_size, which the config class lacks."""
+    d = derive("qwen3_omni_moe")
+    assert d.ok, (d.category, d.reason)
+    assert {a.weight.split(".")[0]: a.stack for a in d.record.attention}["audio_tower"] == "encoder"
+
+
+def test_a_tower_whose_modules_compute_no_attention_is_no_reason_to_refuse_its_composite():
+    """GLM-Image's VQ-VAE is a quantizer alone (its type's module computes attention, for the other
+    towers): refused as no attention, not for its forward; the composite's other towers derive."""
+    d = derive("glm_image_vqmodel")
+    assert d.category == "no attention" and "no class of its model's modules" in d.reason, d.reason

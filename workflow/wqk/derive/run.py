@@ -140,10 +140,46 @@ class _MethodView:
 FLOAT32_MADE = re.compile(r"without overflow|must have the same dtype|Float and Double|expected scalar type Double")
 
 
+# what a model with no forward of its own runs on an image: a VQ-VAE's encoder (Chameleon's, Janus's),
+# which its composite runs to turn an image into tokens
+ENCODE_METHODS = ("encode",)
+
+
+def _root_method(model) -> str:
+    """The method the root step calls: its forward, else the encoder of a model without one."""
+    from .build import _has_forward
+
+    if _has_forward(type(model)):
+        return "__call__"
+    return next((m for m in ENCODE_METHODS if callable(getattr(model, m, None))), "__call__")
+
+
 def _has_attention(tower: Tower) -> bool:
+    """Whether the tower's type's code computes a softmax over logits, and one of the classes of
+    its own modules does (GLM-Image's VQ-VAE, a quantizer of states its vision model made, holds
+    none: its type's module does, for the composite's other towers)."""
     from .build import has_attention_source
 
-    return has_attention_source(tower.module.config.model_type)
+    return has_attention_source(tower.module.config.model_type) and module_attends(tower.module)
+
+
+ATTENDS = re.compile(
+    r"softmax|scaled_dot_product_attention|attention_interface|eager_attention_forward|MultiheadAttention"
+)
+
+
+def module_attends(module) -> bool:
+    """Whether the code of some class among the module's own modules computes attention (an
+    unreadable class's source counts as one that does)."""
+    import inspect
+
+    for cls in {type(m) for m in module.modules()}:
+        try:
+            if ATTENDS.search(inspect.getsource(cls)):
+                return True
+        except (OSError, TypeError):
+            return True
+    return False
 
 
 def plan(model) -> list[Step]:
@@ -163,7 +199,7 @@ def plan(model) -> list[Step]:
         ran.update(modules)
         softmax.update(around)
 
-    found = _first_that_runs(model, model, "")
+    found = _first_that_runs(model, model, "", _root_method(model))
     if isinstance(found, tuple):
         step(found)
     else:
