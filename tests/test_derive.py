@@ -588,8 +588,7 @@ def test_prompts_and_places_the_forwards_take_reach_the_attentions_behind_them()
 
 def test_vision_inputs_and_sizes_follow_the_forward_and_the_config():
     """MiniCPM-V: patches packed in a strip with their target_sizes, its merger's insert_layer_id
-    inside the shrunk depth (then refused for the merger's attention outside the layers, not for its
-    forward); X-CLIP: frames that differ; Florence 2: stage widths its stage heads divide; Llama 4:
+    inside the shrunk depth (the merger's attention outside the layers: one block of its own); X-CLIP: frames that differ; Florence 2: stage widths its stage heads divide; Llama 4:
     the hint that makes its default vision config run; Idefics2: its resampler's context; BridgeTower:
     pixels under the forward's name."""
     from wqk.derive.build import build, forward_inputs, model_class
@@ -601,7 +600,8 @@ def test_vision_inputs_and_sizes_follow_the_forward_and_the_config():
     assert inputs["target_sizes"].tolist() == [list(config.window_kernel_size)]
     assert inputs["pixel_values"].shape[-1] == config.patch_size * inputs["target_sizes"].prod()
     minicpm = derive("minicpmv4_6_vision")
-    assert minicpm.category == "layout" and "vit_merger" in minicpm.reason, minicpm.reason
+    assert minicpm.ok, (minicpm.category, minicpm.reason)  # its merger's lone attention: one block
+    assert [a.single for a in minicpm.record.attention if "vit_merger" in a.weight] == [True]
     assert derive("xclip_vision_model").category == "layout"
     florence = tiny_config("florence_vision")
     assert all(w % h == 0 for w, h in zip(florence.embed_dim, florence.num_heads))
@@ -718,3 +718,11 @@ def test_a_tower_whose_modules_compute_no_attention_is_no_reason_to_refuse_its_c
     towers): refused as no attention, not for its forward; the composite's other towers derive."""
     d = derive("glm_image_vqmodel")
     assert d.category == "no attention" and "no class of its model's modules" in d.reason, d.reason
+
+
+def test_a_type_without_a_modeling_module_is_built_by_the_class_its_task_mapping_names():
+    """PP-Chart2Table has no modeling module: the image-text-to-text mapping names GOT-OCR 2's model."""
+    from wqk.derive.build import model_class
+    from wqk.derive.shrink import tiny_config
+
+    assert model_class(tiny_config("pp_chart2table")).__name__ == "GotOcr2ForConditionalGeneration"

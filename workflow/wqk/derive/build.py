@@ -52,7 +52,28 @@ def model_class(config):
             return _module_class(config, name)
         except (LookupError, ImportError):
             return auto
-    return _module_class(config, name)
+    try:
+        return _module_class(config, name)
+    except ModuleNotFoundError:
+        task = _task_mapping_class(config.model_type)
+        if task is None:
+            raise
+        return task
+
+
+def _task_mapping_class(model_type: str):
+    """The model class a task mapping of transformers' auto classes names for a type with no
+    modeling module of its own (PP-Chart2Table: GOT-OCR 2's image-text-to-text model), else None."""
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    for mapping, names in vars(modeling_auto).items():
+        if mapping.endswith("_MAPPING_NAMES") and isinstance(names, dict) and model_type in names:
+            name = names[model_type]
+            cls = getattr(transformers, name[0] if isinstance(name, (list, tuple)) else name, None)
+            if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel) and _has_forward(cls):
+                return cls
+    return None
 
 
 def _module_class(config, name):

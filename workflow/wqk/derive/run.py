@@ -146,7 +146,8 @@ ENCODE_METHODS = ("encode",)
 
 
 def _root_method(model) -> str:
-    """The method the root step calls: its forward, else the encoder of a model without one."""
+    """The method a step calls on a model (the root, a tower): its forward, else the encoder of a
+    model without one (Apertus 1.5's vision tokenizer)."""
     from .build import _has_forward
 
     if _has_forward(type(model)):
@@ -209,7 +210,7 @@ def plan(model) -> list[Step]:
         left_out = [a for a in attentions if a.startswith(tower.name + ".") and a not in ran]
         if steps and tower.name in softmax and not left_out:
             continue
-        found = _first_that_runs(model, tower.module, tower.name)
+        found = _first_that_runs(model, tower.module, tower.name, _root_method(tower.module))
         if isinstance(found, tuple):
             step(found)
         elif _has_attention(tower) and not any(tower.name.startswith(s.module + ".") for s in steps if s.module):

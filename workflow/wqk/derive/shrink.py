@@ -70,9 +70,11 @@ HINTS: dict[str, dict] = {
     # prompt (448 and 96): a tiny image keeps a pad narrower than its half
     "tvp": {"max_img_size": 32, "visual_prompt_size": 4},
     # the VQ-VAE's grid of image tokens a side (32: 512 pixels over its 16-fold downsampling), which
-    # its forward's decode requires of the tokens its encode made: 2 for the tiny image of 32 pixels
+    # its forward's decode requires of the tokens its encode made: 2 for the tiny image of 32 pixels;
+    # in Janus its config sets it to the vision tower's patches a side (384 / 16 = 24, as many as the
+    # VQ-VAE makes): the vision patch kept at 16, so that both make 2 of a tiny 32-pixel image
     "janus_vqgan": {"num_patches": 2},
-    "janus": {"vq_config.num_patches": 2},
+    "janus": {"vision_config.patch_size": 16},
     # its 2-d rope fills hidden_size / 4 frequencies with head_dim x partial_rotary_factor (4) / 2: 8
     # heads; its validator ties hidden_size to the last of out_features (the CNN's coarse channels);
     # images of 64 pixels (no field states one; the inputs read image_size): its coarse grid (stride
