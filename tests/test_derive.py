@@ -588,7 +588,8 @@ def test_prompts_and_places_the_forwards_take_reach_the_attentions_behind_them()
 
 def test_vision_inputs_and_sizes_follow_the_forward_and_the_config():
     """MiniCPM-V: patches packed in a strip with their target_sizes, its merger's insert_layer_id
-    inside the shrunk depth (the merger's attention outside the layers: one block of its own); X-CLIP: frames that differ; Florence 2: stage widths its stage heads divide; Llama 4:
+    inside the shrunk depth (the merger's attention outside the layers: one block of its own);
+    X-CLIP: frames that differ; Florence 2: stage widths its stage heads divide; Llama 4:
     the hint that makes its default vision config run; Idefics2: its resampler's context; BridgeTower:
     pixels under the forward's name."""
     from wqk.derive.build import build, forward_inputs, model_class
@@ -726,3 +727,10 @@ def test_a_type_without_a_modeling_module_is_built_by_the_class_its_task_mapping
     from wqk.derive.shrink import tiny_config
 
     assert model_class(tiny_config("pp_chart2table")).__name__ == "GotOcr2ForConditionalGeneration"
+
+
+def test_a_vq_vae_whose_decoder_attention_runs_only_on_generated_tokens_is_refused_for_it():
+    """Emu3's VQ-VAE: its encode runs (each image's required image_sizes given, base_channels and
+    hidden_size shrunk together); its decoder's attention runs only in decode, of image tokens."""
+    d = derive("emu3_vqgan")
+    assert d.category == "forward" and "decoder.middle_block.attn_1" in d.reason, d.reason

@@ -810,6 +810,10 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
     for name, p in params.items():  # Bark's fine model: the codebook it predicts, the first after those given
         if name.endswith("codebook_idx") and p.default is inspect.Parameter.empty:
             kwargs[name] = _int_field(config, "n_codes_given") or 1
+    sizes = params.get("image_sizes")
+    if sizes is not None and sizes.default is inspect.Parameter.empty and "pixel_values" in kwargs:
+        # required (Emu3's VQ-VAE crops its tokens to them): each image's (height, width)
+        kwargs["image_sizes"] = torch.tensor([list(kwargs["pixel_values"].shape[-2:])] * B)
     if "lang_ids" in params and "input_ids" in kwargs:  # X-MOD: each sequence's language adapter, the first
         kwargs["lang_ids"] = torch.zeros(B, dtype=torch.long)
     if "image_embeds_position_mask" in params and "pixel_values" in kwargs and "input_ids" in kwargs:
