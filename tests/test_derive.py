@@ -621,18 +621,21 @@ def test_grids_prompts_and_token_counts_follow_the_shrunk_image():
 def test_prompts_and_places_the_forwards_take_reach_the_attentions_behind_them():
     """SAM's mask decoder (points over an image whose grid its prompt encoder states), Kosmos-2's
     places of image embeddings in its text, Grounding DINO's phrases split at its delimiter tokens:
-    the forward runs, and what stops the record comes after it."""
+    the forward runs, and what stops the record comes after it (Kosmos-2 derives: its lone x_attn,
+    latent queries over the image, is one block of the cross stack)."""
     assert derive("sam_hq").category == "layout"  # the two-way transformer's interleaved cross-attentions
     kosmos = derive("kosmos-2")
-    assert kosmos.category == "layout" and "x_attn" in kosmos.reason, kosmos.reason
+    assert kosmos.ok, (kosmos.category, kosmos.reason)
+    x_attn = [a for a in kosmos.record.attention if "x_attn" in a.weight]
+    assert [(a.stack, a.single) for a in x_attn] == [("cross", True)]
     dino = derive("grounding-dino")  # its fusion layer's heads: encoder_attention_heads // 2
     assert dino.category == "config" and "fusion_layer" in dino.reason, dino.reason
 
 
 def test_vision_inputs_and_sizes_follow_the_forward_and_the_config():
     """MiniCPM-V: patches packed in a strip with their target_sizes, its merger's insert_layer_id
-    inside the shrunk depth (then refused for the merger's attention outside the layers, not for its
-    forward); X-CLIP: frames that differ; Florence 2: stage widths its stage heads divide; Llama 4:
+    inside the shrunk depth (the merger's attention outside the layers: one block of its own);
+    X-CLIP: frames that differ; Florence 2: stage widths its stage heads divide; Llama 4:
     the hint that makes its default vision config run; Idefics2: its resampler's context; BridgeTower:
     pixels under the forward's name."""
     from wqk.derive.build import build, forward_inputs, model_class
@@ -644,7 +647,8 @@ def test_vision_inputs_and_sizes_follow_the_forward_and_the_config():
     assert inputs["target_sizes"].tolist() == [list(config.window_kernel_size)]
     assert inputs["pixel_values"].shape[-1] == config.patch_size * inputs["target_sizes"].prod()
     minicpm = derive("minicpmv4_6_vision")
-    assert minicpm.category == "layout" and "vit_merger" in minicpm.reason, minicpm.reason
+    assert minicpm.ok, (minicpm.category, minicpm.reason)  # its merger's lone attention: one block
+    assert [a.single for a in minicpm.record.attention if "vit_merger" in a.weight] == [True]
     assert derive("xclip_vision_model").category == "layout"
     florence = tiny_config("florence_vision")
     assert all(w % h == 0 for w, h in zip(florence.embed_dim, florence.num_heads))
@@ -790,3 +794,50 @@ def test_states_a_forward_projects_itself_are_made_beside_its_embeds():
     assert both and both[0]["patch_embeds"].shape[-1] == model.patch_embedding_projection.in_features
     with torch.no_grad():
         model(**both[0])
+
+
+def test_a_model_without_a_forward_runs_its_encoder_and_its_lone_1x1_convolution_attention_is_read():
+    """Chameleon's VQ-VAE has no forward: it is built and its encode runs; its one attention block
+    (1x1 convolutions over [B, C, H, W], one head no config field states, no number in its name)
+    reads as a record of one block, one head, q alone not taken for a gated q."""
+    from wqk.derive.build import model_class
+    from wqk.derive.shrink import tiny_config
+
+    assert model_class(tiny_config("chameleon_vqgan")).__name__ == "ChameleonVQVAE"
+    d = derive("chameleon_vqgan")
+    assert d.ok, (d.category, d.reason)
+    (a,) = d.record.attention
+    assert (a.weight, a.single, a.heads_default, a.q_gate) == ("encoder.mid.attn_1.{p}.weight", True, 1, False)
+    assert d.facts["modality"] == "vision"
+
+
+@pytest.mark.slow
+def test_a_generation_composite_without_a_forward_runs_its_towers():
+    """Qwen3-Omni's model has no forward: its towers run each on its own; its thinker's audio and
+    vision encoders are encoders inside it; its talker's config reads the vision config's
+    spatial_merge_size, which the config class lacks."""
+    d = derive("qwen3_omni_moe")
+    assert d.ok, (d.category, d.reason)
+    assert {a.weight.split(".")[0]: a.stack for a in d.record.attention}["audio_tower"] == "encoder"
+
+
+def test_a_tower_whose_modules_compute_no_attention_is_no_reason_to_refuse_its_composite():
+    """GLM-Image's VQ-VAE is a quantizer alone (its type's module computes attention, for the other
+    towers): refused as no attention, not for its forward; the composite's other towers derive."""
+    d = derive("glm_image_vqmodel")
+    assert d.category == "no attention" and "no class of its model's modules" in d.reason, d.reason
+
+
+def test_a_type_without_a_modeling_module_is_built_by_the_class_its_task_mapping_names():
+    """PP-Chart2Table has no modeling module: the image-text-to-text mapping names GOT-OCR 2's model."""
+    from wqk.derive.build import model_class
+    from wqk.derive.shrink import tiny_config
+
+    assert model_class(tiny_config("pp_chart2table")).__name__ == "GotOcr2ForConditionalGeneration"
+
+
+def test_a_vq_vae_whose_decoder_attention_runs_only_on_generated_tokens_is_refused_for_it():
+    """Emu3's VQ-VAE: its encode runs (each image's required image_sizes given, base_channels and
+    hidden_size shrunk together); its decoder's attention runs only in decode, of image tokens."""
+    d = derive("emu3_vqgan")
+    assert d.category == "forward" and "decoder.middle_block.attn_1" in d.reason, d.reason

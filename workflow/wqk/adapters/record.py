@@ -80,6 +80,8 @@ class Attention:
       two name layouts); otherwise the layers of several Attentions of one stack are numbered
       one after the other (Mllama's local, then global vision layers).
     only_if: code, where the config decides whether the stack is read (Mask2Former's backbone).
+    single: one block whose names number no layer (a VQ-VAE's lone middle attention,
+      encoder.mid.attn_1): the template has no field, and reads one layer.
     """
 
     stack: str
@@ -109,6 +111,7 @@ class Attention:
     required: bool = True
     alternative: bool = False
     only_if: Callable[[dict], bool] | None = None
+    single: bool = False
 
     def __post_init__(self):
         if self.stack not in STACKS:
@@ -121,7 +124,7 @@ class Attention:
                 f"Attention {self.weight!r}: separate q/k weights (fused None or 'kv') need {{p}} in the "
                 "template, a fused q/k/v weight none"
             )
-        if not self.fields:
+        if not self.fields and not self.single:
             raise ValueError(f"Attention {self.weight!r}: the template numbers no layer (add {{i}})")
 
     @property

@@ -105,7 +105,7 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
             "unknown type",
             f"transformers {transformers.__version__} has no config class for it (remote code, or a newer release)",
         )
-    error = None
+    error, built = None, None
     # the second try: as many key heads as query heads; the third, in float32, where the forward
     # makes float32 tensors of its own that meet float64 weights (Inkling 2, FastSpeech 2's conformer)
     # or that overflow with float64 values (FSMT, CANINE)
@@ -117,7 +117,7 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
             cls = _task_class(config, fields) or model_class(config)
             for repair in range(FILLS + 1):  # fields transformers reads that the config class lacks
                 try:
-                    model = build(config, cls, dtype)
+                    model = built = build(config, cls, dtype)
                     with no_rotation(model):
                         steps = plan(model)
                         trace, again = runs(model, steps)
@@ -139,6 +139,13 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
             raise Underivable(
                 "no attention",
                 f"its modeling code computes no softmax over logits (its source; its tiny model: {message})",
+            )
+        from .run import module_attends
+
+        if built is not None and not module_attends(built):  # GLM-Image's VQ-VAE: a quantizer alone
+            raise Underivable(
+                "no attention",
+                f"no class of its model's modules computes a softmax over logits (their code; its tiny model: {message})",
             )
         raise Underivable("forward", f"{type(error).__name__}: {message}") from error
     base = getattr(cls, "base_model_prefix", "") or ""

@@ -25,6 +25,8 @@ def template(names: list[str]) -> tuple[str, list[tuple[int, ...]]] | None:
         return None
     first = split[0]
     numeric = [n for n, part in enumerate(first) if part.isdigit()]
+    if not numeric and len(set(names)) == 1:  # one block, no number in its name (a VQ-VAE's encoder.mid.attn_1)
+        return ".".join(first), [()]
     if any(p[n] != first[n] if n not in numeric else not p[n].isdigit() for p in split for n in range(len(first))):
         return None
     varying = [n for n in numeric if len({p[n] for p in split}) > 1] or numeric[:1]
@@ -91,7 +93,7 @@ def _merge(group: list[SiteFacts]) -> tuple[Attention, list[tuple[int, ...]]]:
                     f"{getattr(facts.attention, f.name)!r}",
                 )
     weight, qk, layers = _weights(group)
-    changes = dict(weight=weight, qk=qk, **_norms(group, layers))
+    changes = dict(weight=weight, qk=qk, single=not any(layers), **_norms(group, layers))
     if group[0].heads_list is not None:
         changes["heads_by"] = _heads_by(group, weight, layers)
     if group[0].q_bias is not None:

@@ -52,7 +52,28 @@ def model_class(config):
             return _module_class(config, name)
         except (LookupError, ImportError):
             return auto
-    return _module_class(config, name)
+    try:
+        return _module_class(config, name)
+    except ModuleNotFoundError:
+        task = _task_mapping_class(config.model_type)
+        if task is None:
+            raise
+        return task
+
+
+def _task_mapping_class(model_type: str):
+    """The model class a task mapping of transformers' auto classes names for a type with no
+    modeling module of its own (PP-Chart2Table: GOT-OCR 2's image-text-to-text model), else None."""
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    for mapping, names in vars(modeling_auto).items():
+        if mapping.endswith("_MAPPING_NAMES") and isinstance(names, dict) and model_type in names:
+            name = names[model_type]
+            cls = getattr(transformers, name[0] if isinstance(name, (list, tuple)) else name, None)
+            if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel) and _has_forward(cls):
+                return cls
+    return None
 
 
 def _module_class(config, name):
@@ -74,7 +95,9 @@ def _module_class(config, name):
             f"no model class of {module.__name__.rpartition('.')[0]} is built from {type(config).__name__}: a part "
             "of a composite model's config (scored with the composite)"
         )
-    found = [c for c in models if _has_forward(c)]
+    # none with a forward of its own: the class that holds the parts (Bark's and Qwen2.5-Omni's
+    # generation composites, whose towers then run each on its own; a VQ-VAE, run by its encode)
+    found = [c for c in models if _has_forward(c)] or [c for c in models if "PreTrained" not in c.__name__]
     # a base model first, else a task head (a type whose only model is one: depth estimation); of
     # the others, one whose forward reads its main input (LW-DETR ViT's backbone, not its encoder
     # of windowed states)
@@ -499,7 +522,7 @@ def _books(config) -> int | None:
     """The codebooks of a config or its decoder's: num_codebooks, else the audio channels of a
     config with no image (num_channels: Dia's 9 codebooks)."""
     for c in (config, getattr(config, "decoder_config", None)):
-        books = _int_field(c, "num_codebooks")
+        books = _int_field(c, "num_codebooks") or _int_field(c, "n_codes_total")  # Bark's fine model: n_codes_total
         if books is None and not any(hasattr(c, k) for k in ("image_size", "patch_size", "vision_config")):
             books = _int_field(c, "num_channels")
         if books and books >= 2:
@@ -847,6 +870,13 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
     if "last_hidden_state" in params and "input_ids" in kwargs:  # Moshi's depth decoder: the main decoder's states
         width = getattr(config, "input_size", None) or _width(config)
         kwargs["last_hidden_state"] = torch.randn(B, tokens, width, generator=g, dtype=torch.float64)
+    for name, p in params.items():  # Bark's fine model: the codebook it predicts, the first after those given
+        if name.endswith("codebook_idx") and p.default is inspect.Parameter.empty:
+            kwargs[name] = _int_field(config, "n_codes_given") or 1
+    sizes = params.get("image_sizes")
+    if sizes is not None and sizes.default is inspect.Parameter.empty and "pixel_values" in kwargs:
+        # required (Emu3's VQ-VAE crops its tokens to them): each image's (height, width)
+        kwargs["image_sizes"] = torch.tensor([list(kwargs["pixel_values"].shape[-2:])] * B)
     if "lang_ids" in params and "input_ids" in kwargs:  # X-MOD: each sequence's language adapter, the first
         kwargs["lang_ids"] = torch.zeros(B, dtype=torch.long)
     if "image_embeds_position_mask" in params and "pixel_values" in kwargs and "input_ids" in kwargs:

@@ -63,7 +63,8 @@ def _layout(q: Side, k: Side, heads: int, kv_of: list[int], c: int, fused: bool)
     rows_k = {g: k.rows[h if per_query else h * len(k.rows) // heads] for h, g in enumerate(kv_of)}
     want_q = [h * c + j for h in range(heads) for j in range(c)]
     if not fused:
-        gated = rows_q == [h * 2 * c + j for h in range(heads) for j in range(c)]  # [q_h g_h] per head (Qwen3-Next)
+        # [q_h g_h] per head (Qwen3-Next); one head's q alone reads the same rows, and is no gate
+        gated = rows_q != want_q and rows_q == [h * 2 * c + j for h in range(heads) for j in range(c)]
         if rows_q != want_q and not gated:
             return _no_layout("query", q)
         if any(rows_k[g] != [g * c + j for j in range(c)] for g in rows_k):

@@ -158,10 +158,47 @@ def _has_forward(cls) -> bool:
     return has(cls)
 
 
+# what a model with no forward of its own runs on an image: a VQ-VAE's encoder (Chameleon's, Janus's),
+# which its composite runs to turn an image into tokens
+ENCODE_METHODS = ("encode",)
+
+
+def _root_method(model) -> str:
+    """The method a step calls on a model (the root, a tower): its forward, else the encoder of a
+    model without one (Apertus 1.5's vision tokenizer)."""
+    from .build import _has_forward
+
+    if _has_forward(type(model)):
+        return "__call__"
+    return next((m for m in ENCODE_METHODS if callable(getattr(model, m, None))), "__call__")
+
+
 def _has_attention(tower: Tower) -> bool:
+    """Whether the tower's type's code computes a softmax over logits, and one of the classes of
+    its own modules does (GLM-Image's VQ-VAE, a quantizer of states its vision model made, holds
+    none: its type's module does, for the composite's other towers)."""
     from .build import has_attention_source
 
-    return has_attention_source(tower.module.config.model_type)
+    return has_attention_source(tower.module.config.model_type) and module_attends(tower.module)
+
+
+ATTENDS = re.compile(
+    r"softmax|scaled_dot_product_attention|attention_interface|eager_attention_forward|MultiheadAttention"
+)
+
+
+def module_attends(module) -> bool:
+    """Whether the code of some class among the module's own modules computes attention (an
+    unreadable class's source counts as one that does)."""
+    import inspect
+
+    for cls in {type(m) for m in module.modules()}:
+        try:
+            if ATTENDS.search(inspect.getsource(cls)):
+                return True
+        except (OSError, TypeError):
+            return True
+    return False
 
 
 def plan(model) -> list[Step]:
@@ -181,7 +218,7 @@ def plan(model) -> list[Step]:
         ran.update(modules)
         softmax.update(around)
 
-    found = _first_that_runs(model, model, "")
+    found = _first_that_runs(model, model, "", _root_method(model))
     if isinstance(found, tuple):
         step(found)
     else:
@@ -191,9 +228,11 @@ def plan(model) -> list[Step]:
         left_out = [a for a in attentions if a.startswith(tower.name + ".") and a not in ran]
         if steps and tower.name in softmax and not left_out:
             continue
-        if not _has_forward(type(tower.module)):  # Chameleon's VQ-VAE: reached through the root's methods, or
-            continue  # refused as an attention that never ran
-        found = _first_that_runs(model, tower.module, tower.name)
+        method = _root_method(tower.module)
+        if method == "__call__" and not _has_forward(type(tower.module)):
+            continue  # a tower with neither forward nor encode: reached through the root's methods, or
+            # refused as an attention that never ran
+        found = _first_that_runs(model, tower.module, tower.name, method)
         if isinstance(found, tuple):
             step(found)
         elif _has_attention(tower) and not any(tower.name.startswith(s.module + ".") for s in steps if s.module):

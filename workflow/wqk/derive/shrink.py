@@ -69,6 +69,15 @@ HINTS: dict[str, dict] = {
     # frames padded to max_img_size pixels, of which visual_prompt_size at each edge are a learned
     # prompt (448 and 96): a tiny image keeps a pad narrower than its half
     "tvp": {"max_img_size": 32, "visual_prompt_size": 4},
+    # the VQ-VAE's grid of image tokens a side (32: 512 pixels over its 16-fold downsampling), which
+    # its forward's decode requires of the tokens its encode made: 2 for the tiny image of 32 pixels;
+    # in Janus its config sets it to the vision tower's patches a side (384 / 16 = 24, as many as the
+    # VQ-VAE makes): the vision patch kept at 16, so that both make 2 of a tiny 32-pixel image
+    "janus_vqgan": {"num_patches": 2},
+    # its attention blocks are hidden_size wide and sit where the channels are base_channels times
+    # the last multiplier (256 x 4 = 1024 = hidden_size, one head): both shrunk together, 32 x 4
+    "emu3_vqgan": {"base_channels": 32, "hidden_size": 128, "num_attention_heads": 1},
+    "janus": {"vision_config.patch_size": 16},
     # its 2-d rope fills hidden_size / 4 frequencies with head_dim x partial_rotary_factor (4) / 2: 8
     # heads; its validator ties hidden_size to the last of out_features (the CNN's coarse channels);
     # images of 64 pixels (no field states one; the inputs read image_size): its coarse grid (stride
@@ -850,11 +859,19 @@ def filled(config, error: Exception) -> bool:
             value = heads
         elif field.endswith("intermediate_size") and isinstance(getattr(c, "intermediate_size", None), int):
             value = c.intermediate_size
-        else:
+        elif (value := _sibling_field(config, field)) is None:
             return False
         setattr(c, field, value)
         return True
     return False
+
+
+def _sibling_field(config, field: str):
+    """The value another config of the model gives an int field, where one does (Qwen3-Omni's
+    talker reads spatial_merge_size, which only its vision config states, 2 in the checkpoint's
+    talker config too); else None."""
+    values = {getattr(c, field) for c in _configs(config) if isinstance(getattr(c, field, None), int)}
+    return values.pop() if len(values) == 1 else None
 
 
 def _heads_of(config):

@@ -91,6 +91,24 @@ def _name(func) -> str:
     return getattr(func, "__name__", "")
 
 
+def _positions(x: torch.Tensor) -> torch.Tensor:
+    """A convolution's [B, C, *positions] as [B, positions, C]."""
+    return x.flatten(2).transpose(1, 2)
+
+
+def _plain_conv(args, kwargs) -> bool:
+    """Whether a convolution call has no stride, padding, dilation or groups (conv(x, w, b) alone, or
+    their defaults): a 1x1 one is then a projection of each position."""
+    names = ("stride", "padding", "dilation", "groups")
+    given = dict(zip(names, args[3:]), **{k: kwargs[k] for k in names if k in kwargs})
+    unit = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1}
+    return all(_all_equal(v, unit[k]) for k, v in given.items())
+
+
+def _all_equal(v, n: int) -> bool:
+    return all(x == n for x in v) if isinstance(v, (list, tuple)) else v == n or v == "valid" and n == 0
+
+
 class Tracer(TorchFunctionMode):
     """Records a forward's events (see the module docstring) into `trace`."""
 
@@ -168,15 +186,16 @@ class Tracer(TorchFunctionMode):
                     # after the projection, each part then read back to the parameter it holds
                     out = out - b
                 self.trace.projections.append(Projection(self.seq, calls, wn, bn, False, _keep(x), _keep(out)))
-        elif name == "conv1d":  # a 1x1 convolution over [B, C, T]: a projection (SqueezeBERT)
+        elif name in ("conv1d", "conv2d"):
+            # a 1x1 convolution over [B, C, T] (SqueezeBERT) or [B, C, H, W] (a VQ-VAE's attention
+            # block: Chameleon's): a projection of each position, positions flattened to [B, T, C]
             x, w = args[0], args[1] if len(args) > 1 else kwargs["weight"]
             b = args[2] if len(args) > 2 else kwargs.get("bias")
             wn = self._param(w)
-            if wn is not None and w.ndim == 3 and w.shape[-1] == 1 and x.ndim == 3 and w.shape[1] == x.shape[1]:
+            pointwise = w.ndim == x.ndim and all(n == 1 for n in w.shape[2:]) and _plain_conv(args, kwargs)
+            if wn is not None and pointwise and x.ndim in (3, 4) and w.shape[1] == x.shape[1]:
                 self.trace.projections.append(
-                    Projection(
-                        self.seq, calls, wn, self._param(b), False, _keep(x.transpose(1, 2)), _keep(out.transpose(1, 2))
-                    )
+                    Projection(self.seq, calls, wn, self._param(b), False, _keep(_positions(x)), _keep(_positions(out)))
                 )
         elif name == "addmm":
             b, x, w = args[:3]

@@ -88,7 +88,7 @@ def record_of(model_type, model, steps, traces, keys, save, base: str, tiny: Tin
     from .assemble import layer_numbers
     from .assemble import record as assemble
     from .infer import site_facts
-    from .run import runs, towers
+    from .run import nested_towers, runs
     from .verify import check, seen
 
     trace, again = traces
@@ -114,8 +114,7 @@ def record_of(model_type, model, steps, traces, keys, save, base: str, tiny: Tin
             raise first
     real = runs(model, steps)  # at the real positions (the traces ran without rotation)
     _linear_at_real_positions(trace, calls, real)
-    model_towers = towers(model)
-    facts = _by_tower(_by_cross([site_facts(trace, c, keys(trace)) for c in calls]), model_towers)
+    facts = _by_tower(_by_cross([site_facts(trace, c, keys(trace)) for c in calls]), nested_towers(model))
     with tempfile.TemporaryDirectory(prefix="wqk-derive-") as tmp:
         folder = Path(tmp)
         save(model, folder)
@@ -133,14 +132,14 @@ def record_of(model_type, model, steps, traces, keys, save, base: str, tiny: Tin
             prescale=sorted({round(f.factor, 9) for f in facts}),
             position_terms=any(f.position_terms for f in facts),
             extra_logits=max(f.extra_logits for f in facts),
-            modality=modality or _modality(model, model_towers, facts),
+            modality=modality or _modality(model, nested_towers(model), facts, steps),
             **rope_facts,
             **remedies,
         ),
     )
 
 
-def _modality(model, towers, facts) -> str:
+def _modality(model, towers, facts, steps=()) -> str:
     """The paper's modality: a composite with a vision (audio) tower that has attention is
     vision (audio), as the paper files GIT and Mllama; else its main input's."""
     from .run import MODALITY_BY_INPUT
@@ -149,7 +148,10 @@ def _modality(model, towers, facts) -> str:
     for kind in ("vision", "audio"):
         if any(t.modality == kind for t in with_sites):
             return kind
-    return MODALITY_BY_INPUT.get(getattr(model, "main_input_name", ""), "text")
+    main = getattr(model, "main_input_name", "")
+    if steps and not steps[0].module and main not in steps[0].inputs:  # its encoder's input (a VQ-VAE's pixels)
+        main = next(iter(steps[0].inputs), main)
+    return MODALITY_BY_INPUT.get(main, "text")
 
 
 def _block(module: str) -> str:
@@ -205,7 +207,8 @@ def _by_tower(facts, towers):
     each with the objective its mask gives it."""
     owners = {}
     for f in facts:
-        owner = next((t for t in towers if f.module.startswith(t.name + ".")), None)
+        # the innermost: Qwen3-Omni's thinker holds its audio and vision encoders
+        owner = next((t for t in reversed(towers) if f.module.startswith(t.name + ".")), None)
         if owner is not None:
             owners[id(f)] = owner
     with_sites = {owners[id(f)].name for f in facts if id(f) in owners}
