@@ -23,6 +23,7 @@ import torch
 
 from wqk.adapters import get_record, records
 from wqk.adapters.reader import read_blocks, with_extras
+from wqk.adapters.record import Attention
 from wqk.checkpoints import open_checkpoint
 from wqk.derive import derive
 from wqk.derive.assemble import template
@@ -683,3 +684,10 @@ def test_a_root_whose_towers_leave_attention_out_gives_its_error_to_the_retries(
     decoder out: the root's error stands, so the retry with as many key heads runs it, and what
     stops it is past the forward (its semantic encoder's relative positions). Half a minute."""
     assert derive("xcodec2").category == "not bilinear"
+
+
+def test_an_attention_outside_the_numbered_layers_is_one_layer_of_its_own():
+    merger = Attention("encoder", "vit_merger.self_attn.{p}.weight")  # a template without {i}: one module
+    assert merger.fields == ()
+    minicpm = derive("minicpm_ocr_vision")  # its merger's one self-attention after the encoder layers
+    assert minicpm.ok and "vit_merger.self_attn.{p}.weight" in [a.weight for a in minicpm.record.attention]

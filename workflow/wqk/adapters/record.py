@@ -12,7 +12,9 @@ Templates name one layer's tensor. `{p}` is the projection, filled with `qk[0]` 
 and `qk[1]` (key); every other field (`{i}`, or ALBERT's `{g}` and `{j}`) is a number read
 from the tensor names found. One field: the layer number is that number; several: layers
 are the sorted tuples of numbers, numbered by rank (ALBERT's (group, layer), Swin's
-(stage, block)). A template starting with "^" is a name from the root, not under the
+(stage, block)). None: the template names one attention module outside any numbered layers
+(MiniCPM-V's merger, Kosmos-2's image-to-text projection), one layer, numbered after the
+layers of the stack's Attentions before it. A template starting with "^" is a name from the root, not under the
 prefix (CTranslate2 names, MusicGen's text encoder seen from its decoder).
 """
 
@@ -119,8 +121,6 @@ class Attention:
                 f"Attention {self.weight!r}: separate q/k weights (fused None or 'kv') need {{p}} in the "
                 "template, a fused q/k/v weight none"
             )
-        if not self.fields:
-            raise ValueError(f"Attention {self.weight!r}: the template numbers no layer (add {{i}})")
 
     @property
     def fields(self) -> tuple[str, ...]:
