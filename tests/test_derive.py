@@ -691,3 +691,30 @@ def test_an_attention_outside_the_numbered_layers_is_one_layer_of_its_own():
     assert merger.fields == ()
     minicpm = derive("minicpm_ocr_vision")  # its merger's one self-attention after the encoder layers
     assert minicpm.ok and "vit_merger.self_attn.{p}.weight" in [a.weight for a in minicpm.record.attention]
+
+
+def test_codegens_fused_weight_is_read_shard_by_shard_query_value_key():
+    from wqk.adapters.common import fused_rows
+
+    w = torch.arange(24.0)[:, None]  # 4 shards of [q_s v_s k_s], 2 rows each: 2 heads of 4
+    q, k = fused_rows(w, 2, 2, "qvk_shards")
+    assert q.flatten().tolist() == [0, 1, 6, 7, 12, 13, 18, 19] and k.flatten().tolist() == [
+        4,
+        5,
+        10,
+        11,
+        16,
+        17,
+        22,
+        23,
+    ]
+    codegen = derive("codegen")
+    assert codegen.ok and codegen.record.attention[0].fused == "qvk_shards"
+
+
+def test_one_head_that_the_code_fixes_needs_no_config_field():
+    from wqk.derive.heads import names_no_heads
+
+    assert not names_no_heads(torch.nn.MultiheadAttention)  # its heads are an argument (BridgeTower: width // 64)
+    wavtokenizer = derive("wavtokenizer")  # a 1x1-convolution attention of one head, no gate beside its query rows
+    assert wavtokenizer.ok and wavtokenizer.record.attention[0].heads_default == 1, wavtokenizer.reason

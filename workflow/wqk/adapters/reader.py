@@ -241,7 +241,7 @@ class _Extras:
         a = site.attention
         h, h_kv, k = block.n_heads, block.n_kv_heads, block.q.shape[2]
         template = a.bias_template
-        if a.fused in ("blocks", "per_head", "grouped"):
+        if a.fused in ("blocks", "per_head", "grouped", "qvk_shards"):
             if template is None:
                 bq, bk, where_q, where_k = None, None, None, None
             else:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from ..contracts import OBJECTIVES, STACKS
 
 BI, AR = OBJECTIVES  # "bidirectional", "autoregressive"
-FUSED = ("blocks", "per_head", "grouped", "kv")
+FUSED = ("blocks", "per_head", "grouped", "qvk_shards", "kv")
 ROPE_LAYOUTS = ("half", "interleaved")
 DERIVED = "derived"  # Attention.bias: the weight template with its last "weight" replaced by "bias"
 
@@ -41,7 +41,8 @@ class Attention:
       template), "blocks" (one q/k/v weight, rows [q | k | v]), "per_head" (rows
       [q_h k_h v_h] head after head: GPT-NeoX, DeBERTa v1), "grouped" (rows
       [q_{g,1..r} k_g v_g] per key head g, r = H / H_kv query heads each: Falcon's new decoder
-      architecture), "kv" (q separate, qk[1] holds [k | v]: GPT-2 cross-attention). conv1d: GPT-2 Conv1D weights [in, out], not
+      architecture), "qvk_shards" (rows [q_s v_s k_s] for each of 4 model-parallel shards s,
+      H*k/4 rows each: CodeGen's mp_num = 4), "kv" (q separate, qk[1] holds [k | v]: GPT-2 cross-attention). conv1d: GPT-2 Conv1D weights [in, out], not
       nn.Linear [out, in].
     prefixes: tried in order; the first under which the weight exists is used.
     heads, kv_heads: config keys (dotted for sub-configs) tried in order; kv_heads empty:

@@ -78,6 +78,19 @@ def _of_stack(found: list[str], call_name: str) -> list[str]:
     return own if len(own) == 1 else found
 
 
+def names_no_heads(cls) -> bool:
+    """Whether an attention module's code (its __init__ and forward) names no head count: a single
+    head fixed by the architecture (GroupViT's assignment, WavTokenizer's 1x1-convolution attention),
+    not one that a width gives (BridgeTower's nn.MultiheadAttention of hidden_size // 64 heads)."""
+    import inspect
+
+    try:
+        code = inspect.getsource(cls.__init__) + inspect.getsource(cls.forward)
+    except (OSError, TypeError):
+        return False
+    return HEADS.search(code.lower()) is None
+
+
 def head_keys(trace: Trace, root):
     """A function (attention call, heads, kv heads) -> (heads key, kv key or None, multi_query,
     the head counts per stage where the key names a list: Swin's num_heads, indexed by stage)."""
@@ -86,6 +99,8 @@ def head_keys(trace: Trace, root):
         config = _owner_config(trace, call, root)
         path = config_path(root, config) or ""
         found = _of_stack(_keys_equal(config, heads, HEADS, KV), call.name)
+        if not found and heads == kv == 1 and names_no_heads(type(call.module)):
+            return None, None, False, None  # one head, fixed by the code: no field states it
         if not found and len(lists := _lists_holding(config, heads)) == 1 and kv == heads:
             return path + lists[0][0], None, False, list(lists[0][1])
         if len(found) != 1:
