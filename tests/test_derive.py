@@ -719,3 +719,8 @@ def test_one_head_that_the_code_fixes_needs_no_config_field():
     assert wavtokenizer.ok and wavtokenizer.record.attention[0].heads_default == 1, wavtokenizer.reason
     cvt = derive("cvt")  # 1 head in its first stage: no gate; its keys and queries read two convolutions
     assert cvt.category == "layout" and "no self-attention stack" in cvt.reason, cvt.reason
+
+
+def test_heads_a_ratio_field_divides_are_read_through_it():
+    convbert = derive("convbert")  # num_attention_heads // head_ratio heads
+    assert convbert.ok and convbert.record.attention[0].heads_ratio == "head_ratio", convbert.reason

@@ -48,7 +48,8 @@ class Attention:
     heads, kv_heads: config keys (dotted for sub-configs) tried in order; kv_heads empty:
       as many key heads as query heads; heads_default where the config may lack them;
       heads_by: the template field indexing a per-stage list of head counts (Swin: "s");
-      multi_query: one key head shared by every query head, whatever the config's counts say
+      heads_ratio: a config key the heads key's count is divided by (ConvBERT: num_attention_heads //
+      head_ratio heads, at least 1); multi_query: one key head shared by every query head, whatever the config's counts say
       (multi-query attention: GPT-BigCode, Falcon-7B).
     bias: the bias template (DERIVED: from the weight's; None: no bias); q_bias: a query
       bias of its own next to a fused weight without bias (DeBERTa v1).
@@ -93,6 +94,7 @@ class Attention:
     kv_heads: tuple[str, ...] = ()
     heads_default: int | None = None
     heads_by: str | None = None
+    heads_ratio: str | None = None
     multi_query: bool = False
     bias: str | None = DERIVED
     q_bias: str | None = None

@@ -191,7 +191,7 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
     stack = "cross" if call.cross else STACK_OF_MASK.get(call.mask)
     if stack is None:
         raise Underivable("layout", f"{call.call.name}: a mask neither causal nor open (a prefix-LM mask?)")
-    heads_key, kv_key, multi_query, heads_list = config_keys(call.call, heads, kv)
+    heads_key, kv_key, multi_query, heads_list, heads_ratio = config_keys(call.call, heads, kv)
     feeding = _norm_source(trace, q.projection.x, q.projection.seq)
     # a norm whose output is also the residual stream (post-norm) is no pre-norm of this layer
     norm = feeding if feeding is not None and id(feeding.output) not in trace.added else None
@@ -226,6 +226,7 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
         conv1d=q.projection.conv1d,
         heads=(heads_key,) if heads_key else (),
         heads_default=None if heads_key else heads,  # no config field states it (timm): the count seen
+        heads_ratio=heads_ratio,
         kv_heads=(kv_key,) if kv_key else (),
         multi_query=multi_query,
         bias=_bias(q, k),
