@@ -23,6 +23,7 @@ import torch
 
 from wqk.adapters import get_record, records
 from wqk.adapters.reader import read_blocks, with_extras
+from wqk.adapters.record import Attention
 from wqk.checkpoints import open_checkpoint
 from wqk.derive import derive
 from wqk.derive.assemble import template
@@ -841,3 +842,43 @@ def test_a_vq_vae_whose_decoder_attention_runs_only_on_generated_tokens_is_refus
     hidden_size shrunk together); its decoder's attention runs only in decode, of image tokens."""
     d = derive("emu3_vqgan")
     assert d.category == "forward" and "decoder.middle_block.attn_1" in d.reason, d.reason
+
+
+def test_an_attention_outside_the_numbered_layers_is_one_layer_of_its_own():
+    merger = Attention("encoder", "vit_merger.self_attn.{p}.weight", single=True)  # a template without {i}: one module
+    assert merger.fields == ()  # derived for MiniCPM-V's merger and Kosmos-2's projection (tests above)
+    assert derive("minimax_m3_vl").ok  # its indexer's head count moved off its text model's (HINTS)
+
+
+def test_codegens_fused_weight_is_read_shard_by_shard_query_value_key():
+    from wqk.adapters.common import fused_rows
+
+    w = torch.arange(24.0)[:, None]  # 4 shards of [q_s v_s k_s], 2 rows each: 2 heads of 4
+    q, k = fused_rows(w, 2, 2, "qvk_shards")
+    assert q.flatten().tolist() == [0, 1, 6, 7, 12, 13, 18, 19] and k.flatten().tolist() == [
+        4,
+        5,
+        10,
+        11,
+        16,
+        17,
+        22,
+        23,
+    ]
+    codegen = derive("codegen")
+    assert codegen.ok and codegen.record.attention[0].fused == "qvk_shards"
+
+
+def test_one_head_that_the_code_fixes_needs_no_config_field():
+    from wqk.derive.heads import names_no_heads
+
+    assert not names_no_heads(torch.nn.MultiheadAttention)  # its heads are an argument (BridgeTower: width // 64)
+    wavtokenizer = derive("wavtokenizer")  # a 1x1-convolution attention of one head, no gate beside its query rows
+    assert wavtokenizer.ok and wavtokenizer.record.attention[0].heads_default == 1, wavtokenizer.reason
+    cvt = derive("cvt")  # 1 head in its first stage: no gate; its keys and queries read two convolutions
+    assert cvt.category == "layout" and "no self-attention stack" in cvt.reason, cvt.reason
+
+
+def test_heads_a_ratio_field_divides_are_read_through_it():
+    convbert = derive("convbert")  # num_attention_heads // head_ratio heads
+    assert convbert.ok and convbert.record.attention[0].heads_ratio == "head_ratio", convbert.reason

@@ -50,6 +50,9 @@ def linear_heads(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
     return weight.reshape(n_heads, out // n_heads, d).transpose(1, 2)
 
 
+SHARDS = 4  # CodeGen's model-parallel shards of its fused q/v/k weight (mp_num, fixed in its code)
+
+
 def fused_rows(
     weight: torch.Tensor, n_heads: int, n_kv_heads: int | None = None, layout: str = "blocks"
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -64,6 +67,8 @@ def fused_rows(
         and v rows of different heads.
     layout "grouped": [q_{g,1..r} k_g v_g] for each key head g, r = H / H_kv query heads each
         (Falcon's new decoder architecture): view as [H_kv, r + 2, k, d].
+    layout "qvk_shards": [q_s v_s k_s] for each of SHARDS model-parallel shards s, H*k / SHARDS
+        rows each (CodeGen's qkv_proj, mp_num = 4; v before k): view as [SHARDS, 3, H*k / SHARDS, d].
     """
     n_kv = n_kv_heads or n_heads
     out, d = weight.shape
@@ -81,4 +86,7 @@ def fused_rows(
     if layout == "grouped" and n_heads % n_kv == 0:
         w = weight.reshape(n_kv, n_heads // n_kv + 2, k, d)
         return w[:, :-2].reshape(n_heads * k, d), w[:, -2].reshape(n_kv * k, d)
+    if layout == "qvk_shards" and n_kv == n_heads and out % (3 * SHARDS) == 0:
+        w = weight.reshape(SHARDS, 3, out // (3 * SHARDS), d)
+        return w[:, 0].reshape(n_heads * k, d), w[:, 2].reshape(n_heads * k, d)
     raise ValueError(f"unknown fused layout {layout!r} for {n_heads} query and {n_kv} key heads")

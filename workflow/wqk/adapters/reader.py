@@ -51,6 +51,8 @@ def _numbers(names: list[str], pattern: str) -> list[tuple[int, ...]]:
 def _heads(ckpt: Checkpoint, a: Attention) -> tuple[object, object]:
     default = a.heads_default if a.heads_default is not None else REQUIRED
     heads = config_get(ckpt, *a.heads, default=default)
+    if a.heads_ratio:  # ConvBERT: num_attention_heads // head_ratio, and one head where that is none
+        heads = max(int(heads) // int(config_get(ckpt, a.heads_ratio)), 1)
     kv = config_get(ckpt, *a.kv_heads, default=heads) if a.kv_heads else heads
     return heads, 1 if a.multi_query else kv
 
@@ -272,7 +274,7 @@ class _Extras:
         a = site.attention
         h, h_kv, k = block.n_heads, block.n_kv_heads, block.q.shape[2]
         template = a.bias_template
-        if a.fused in ("blocks", "per_head", "grouped"):
+        if a.fused in ("blocks", "per_head", "grouped", "qvk_shards"):
             if template is None:
                 bq, bk, where_q, where_k = None, None, None, None
             else:

@@ -12,7 +12,9 @@ Templates name one layer's tensor. `{p}` is the projection, filled with `qk[0]` 
 and `qk[1]` (key); every other field (`{i}`, or ALBERT's `{g}` and `{j}`) is a number read
 from the tensor names found. One field: the layer number is that number; several: layers
 are the sorted tuples of numbers, numbered by rank (ALBERT's (group, layer), Swin's
-(stage, block)). A template starting with "^" is a name from the root, not under the
+(stage, block)). None: the template names one attention module outside any numbered layers
+(MiniCPM-V's merger, Kosmos-2's image-to-text projection), one layer, numbered after the
+layers of the stack's Attentions before it. A template starting with "^" is a name from the root, not under the
 prefix (CTranslate2 names, MusicGen's text encoder seen from its decoder).
 """
 
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 from ..contracts import OBJECTIVES, STACKS
 
 BI, AR = OBJECTIVES  # "bidirectional", "autoregressive"
-FUSED = ("blocks", "per_head", "grouped", "kv")
+FUSED = ("blocks", "per_head", "grouped", "qvk_shards", "kv")
 ROPE_LAYOUTS = ("half", "interleaved")
 DERIVED = "derived"  # Attention.bias: the weight template with its last "weight" replaced by "bias"
 
@@ -39,13 +41,15 @@ class Attention:
       template), "blocks" (one q/k/v weight, rows [q | k | v]), "per_head" (rows
       [q_h k_h v_h] head after head: GPT-NeoX, DeBERTa v1), "grouped" (rows
       [q_{g,1..r} k_g v_g] per key head g, r = H / H_kv query heads each: Falcon's new decoder
-      architecture), "kv" (q separate, qk[1] holds [k | v]: GPT-2 cross-attention). conv1d: GPT-2 Conv1D weights [in, out], not
+      architecture), "qvk_shards" (rows [q_s v_s k_s] for each of 4 model-parallel shards s,
+      H*k/4 rows each: CodeGen's mp_num = 4), "kv" (q separate, qk[1] holds [k | v]: GPT-2 cross-attention). conv1d: GPT-2 Conv1D weights [in, out], not
       nn.Linear [out, in].
     prefixes: tried in order; the first under which the weight exists is used.
     heads, kv_heads: config keys (dotted for sub-configs) tried in order; kv_heads empty:
       as many key heads as query heads; heads_default where the config may lack them;
       heads_by: the template field indexing a per-stage list of head counts (Swin: "s");
-      multi_query: one key head shared by every query head, whatever the config's counts say
+      heads_ratio: a config key the heads key's count is divided by (ConvBERT: num_attention_heads //
+      head_ratio heads, at least 1); multi_query: one key head shared by every query head, whatever the config's counts say
       (multi-query attention: GPT-BigCode, Falcon-7B).
     bias: the bias template (DERIVED: from the weight's; None: no bias); q_bias: a query
       bias of its own next to a fused weight without bias (DeBERTa v1).
@@ -94,6 +98,7 @@ class Attention:
     kv_heads: tuple[str, ...] = ()
     heads_default: int | None = None
     heads_by: str | None = None
+    heads_ratio: str | None = None
     multi_query: bool = False
     bias: str | None = DERIVED
     q_bias: str | None = None

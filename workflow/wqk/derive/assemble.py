@@ -213,4 +213,8 @@ def attentions(sites: list[SiteFacts], base: str) -> tuple[Attention, ...]:
 
 def record(model_type: str, sites: list[SiteFacts], base: str, rope: Rotary | None, tiny: Tiny) -> Record:
     atts = attentions(sites, base)
+    if all(s.stack == "cross" for s in sites):  # CvT: queries and keys from two convolutions of the tokens
+        raise Underivable(
+            "layout", "every attention's keys read another input than its queries: no self-attention stack"
+        )
     return Record(model_type, atts, objectives(sites), rope=rope, tiny=tiny)

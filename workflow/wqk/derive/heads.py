@@ -78,20 +78,59 @@ def _of_stack(found: list[str], call_name: str) -> list[str]:
     return own if len(own) == 1 else found
 
 
+RATIO = re.compile(r"head.*ratio|ratio.*head")
+
+
+def _by_ratio(config, heads: int) -> tuple[str, str] | None:
+    """(heads key, ratio key) where one head-count field divided by one head-ratio field is the count
+    seen, and no other pair is (ConvBERT: num_attention_heads // head_ratio)."""
+    own = config.to_dict()
+    ratios = [k for k, v in own.items() if RATIO.search(k) and isinstance(v, int) and not isinstance(v, bool) and v > 1]
+    counts = [
+        k
+        for k, v in own.items()
+        if HEADS.search(k)
+        and not RATIO.search(k)
+        and not KV.search(k)
+        and isinstance(v, int)
+        and not isinstance(v, bool)
+    ]
+    pairs = [(h, r) for h in counts for r in ratios if own[h] // own[r] == heads]
+    return pairs[0] if len(pairs) == 1 else None
+
+
+def names_no_heads(cls) -> bool:
+    """Whether an attention module's code (its __init__ and forward) names no head count: a single
+    head fixed by the architecture (GroupViT's assignment, WavTokenizer's 1x1-convolution attention),
+    not one that a width gives (BridgeTower's nn.MultiheadAttention of hidden_size // 64 heads)."""
+    import inspect
+
+    try:
+        code = inspect.getsource(cls.__init__) + inspect.getsource(cls.forward)
+    except (OSError, TypeError):
+        return False
+    return HEADS.search(code.lower()) is None
+
+
 def head_keys(trace: Trace, root):
     """A function (attention call, heads, kv heads) -> (heads key, kv key or None, multi_query,
-    the head counts per stage where the key names a list: Swin's num_heads, indexed by stage)."""
+    the head counts per stage where the key names a list: Swin's num_heads, indexed by stage, the
+    key the heads key's count is divided by or None: ConvBERT's head_ratio)."""
 
     def keys(call: ModuleCall, heads: int, kv: int):
         config = _owner_config(trace, call, root)
         path = config_path(root, config) or ""
         found = _of_stack(_keys_equal(config, heads, HEADS, KV), call.name)
+        if not found and heads == kv == 1 and names_no_heads(type(call.module)):
+            return None, None, False, None, None  # one head, fixed by the code: no field states it
+        if not found and kv == heads and (ratio := _by_ratio(config, heads)) is not None:
+            return path + ratio[0], None, False, None, path + ratio[1]
         if not found and len(lists := _lists_holding(config, heads)) == 1 and kv == heads:
-            return path + lists[0][0], None, False, list(lists[0][1])
+            return path + lists[0][0], None, False, list(lists[0][1]), None
         if not found and heads == kv == 1 and not any(HEADS.search(k) for k in config.to_dict()):
             # a config that names no head count: one head, fixed by the code (a VQ-VAE's attention
             # block over all its channels, Chameleon's); the record carries it as heads_default
-            return None, None, False, None
+            return None, None, False, None, None
         if len(found) != 1:
             raise Underivable(
                 "config",
@@ -100,12 +139,12 @@ def head_keys(trace: Trace, root):
             )
         heads_key = path + found[0]
         if kv == heads:
-            return heads_key, None, False, None
+            return heads_key, None, False, None, None
         kv_found = _of_stack(_keys_equal(config, kv, KV), call.name)
         if len(kv_found) == 1:
-            return heads_key, path + kv_found[0], False, None
+            return heads_key, path + kv_found[0], False, None, None
         if kv == 1:
-            return heads_key, None, True, None
+            return heads_key, None, True, None, None
         raise Underivable(
             "config", f"{call.name}: no key-head field of {type(config).__name__} equals the {kv} key heads seen"
         )

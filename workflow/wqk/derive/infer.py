@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..adapters.common import SHARDS
 from ..adapters.record import AR, BI, Attention
 from .calls import AttentionCall, Side, Underivable
 from .trace import ModuleCall, Trace
@@ -63,8 +64,10 @@ def _layout(q: Side, k: Side, heads: int, kv_of: list[int], c: int, fused: bool)
     rows_k = {g: k.rows[h if per_query else h * len(k.rows) // heads] for h, g in enumerate(kv_of)}
     want_q = [h * c + j for h in range(heads) for j in range(c)]
     if not fused:
-        # [q_h g_h] per head (Qwen3-Next); one head's q alone reads the same rows, and is no gate
-        gated = rows_q != want_q and rows_q == [h * 2 * c + j for h in range(heads) for j in range(c)]
+        # [q_h g_h] per head (Qwen3-Next): twice the query rows (one head's q rows are a plain projection's too)
+        gated = q.projection.out.shape[-1] == 2 * heads * c and rows_q == [
+            h * 2 * c + j for h in range(heads) for j in range(c)
+        ]
         if rows_q != want_q and not gated:
             return _no_layout("query", q)
         if any(rows_k[g] != [g * c + j for j in range(c)] for g in rows_k):
@@ -81,12 +84,23 @@ def _layout(q: Side, k: Side, heads: int, kv_of: list[int], c: int, fused: bool)
             lambda g: [g * (heads // kv + 2) * c + (heads // kv) * c + j for j in range(c)],
         ),
     }  # fmt: skip
+    if kv == heads and heads * c % SHARDS == 0:
+        layouts["qvk_shards"] = _shards(heads * c // SHARDS, heads, c)
     for name, (qs, ks) in layouts.items():
         if name == "per_head" and kv != heads:
             continue
         if rows_q == qs and all(rows_k[g] == ks(g) for g in rows_k):
             return name
     raise Underivable("layout", f"a fused q/k/v weight {q.projection.weight} read in an order no FUSED layout names")
+
+
+def _shards(rows: int, heads: int, c: int):
+    """The q rows and each key head's rows of [q_s v_s k_s] per shard of `rows` rows (CodeGen)."""
+
+    def row(t: int, part: int) -> int:  # the t-th q (part 0) or k (part 2) row
+        return (t // rows) * 3 * rows + part * rows + t % rows
+
+    return [row(t, 0) for t in range(heads * c)], lambda g: [row(g * c + j, 2) for j in range(c)]
 
 
 def _no_layout(what: str, side: Side):
@@ -181,7 +195,7 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
     stack = "cross" if call.cross else STACK_OF_MASK.get(call.mask)
     if stack is None:
         raise Underivable("layout", f"{call.call.name}: a mask neither causal nor open (a prefix-LM mask?)")
-    heads_key, kv_key, multi_query, heads_list = config_keys(call.call, heads, kv)
+    heads_key, kv_key, multi_query, heads_list, heads_ratio = config_keys(call.call, heads, kv)
     feeding = _norm_source(trace, q.projection.x, q.projection.seq)
     # a norm whose output is also the residual stream (post-norm) is no pre-norm of this layer
     norm = feeding if feeding is not None and id(feeding.output) not in trace.added else None
@@ -218,6 +232,7 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
         conv1d=q.projection.conv1d,
         heads=(heads_key,) if heads_key else (),
         heads_default=None if heads_key else heads,  # no config field states it (timm): the count seen
+        heads_ratio=heads_ratio,
         kv_heads=(kv_key,) if kv_key else (),
         multi_query=multi_query,
         bias=_bias(q, k),

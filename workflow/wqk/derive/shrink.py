@@ -112,6 +112,9 @@ HINTS: dict[str, dict] = {
     # its attention's heads are hidden_size / heads wide, its rotary head_dim wide (equal in a checkpoint: 2048 / 16
     # = 128, 1024 / 16 = 64): head_dim kept at the tiny width over the tiny heads (2 and 3)
     "blt": {"global_config.head_dim": WIDTH // 2, "decoder_config.head_dim": WIDTH // 3},
+    # its lightning indexer's head count (index_n_heads, 4 by default, kept) would equal the 4 query heads handed to
+    # its text model after its vision tower's 6, and name two fields: the indexer's moved off to a count no field has
+    "minimax_m3_vl": {"text_config.index_n_heads": 8},
     # one attention block shared by its hybrid layers, tied to the first: two of them, so that the
     # tie has a layer to tie
     "zamba": {
