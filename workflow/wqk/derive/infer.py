@@ -63,7 +63,9 @@ def _layout(q: Side, k: Side, heads: int, kv_of: list[int], c: int, fused: bool)
     rows_k = {g: k.rows[h if per_query else h * len(k.rows) // heads] for h, g in enumerate(kv_of)}
     want_q = [h * c + j for h in range(heads) for j in range(c)]
     if not fused:
-        gated = rows_q == [h * 2 * c + j for h in range(heads) for j in range(c)]  # [q_h g_h] per head (Qwen3-Next)
+        # [q_h g_h] per head (Qwen3-Next), the projection twice the heads wide (one head's rows read either way)
+        gated = rows_q == [h * 2 * c + j for h in range(heads) for j in range(c)]
+        gated = gated and q.projection.out.shape[-1] == 2 * heads * c
         if rows_q != want_q and not gated:
             return _no_layout("query", q)
         if any(rows_k[g] != [g * c + j for j in range(c)] for g in rows_k):

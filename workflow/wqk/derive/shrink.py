@@ -103,6 +103,13 @@ HINTS: dict[str, dict] = {
     # its attention's heads are hidden_size / heads wide, its rotary head_dim wide (equal in a checkpoint: 2048 / 16
     # = 128, 1024 / 16 = 64): head_dim kept at the tiny width over the tiny heads (2 and 3)
     "blt": {"global_config.head_dim": WIDTH // 2, "decoder_config.head_dim": WIDTH // 3},
+    # its patch embedding is four stride-2 convolutions (16 pixels a patch, whatever patch_size says, which its
+    # attention biases' grid reads): 128 pixels, 8 x 8 tokens, then 4 x 4 and 2 x 2 (its three stages: STAGES)
+    "levit": {"patch_size": 16, "image_size": 128},
+    # its config class leaves each layer's MLP kind to the checkpoint (mlp_layer_types None, which its decoder
+    # layers index): DeepSeek-OCR 2's first layer dense, the others sparse, as its docstring's example
+    "deepseek_ocr2_text": {"mlp_layer_types": ["dense", "sparse"]},
+    "deepseek_ocr2": {"text_config.mlp_layer_types": ["dense", "sparse"]},
     # one attention block shared by its hybrid layers, tied to the first: two of them, so that the
     # tie has a layer to tie
     "zamba": {
@@ -229,6 +236,7 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
         v = own.get(k)
         if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, int) and x > 32 for x in v):
             out[k] = [32, 32]
+    _coarsest_patch(out, own)
     tubelet = own.get("tubelet_size")  # VideoPrism: [frames, height, width] of a tubelet
     if isinstance(tubelet, (list, tuple)) and len(tubelet) == 3 and all(isinstance(x, int) for x in tubelet):
         out["tubelet_size"] = [tubelet[0], *(min(x, 8) for x in tubelet[1:])]
@@ -243,11 +251,38 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
         out[k] = 1e9  # a monotone map of q.k, tanh(s / cap) * cap: the identity to 1e-18 with this cap
     if isinstance(out.get("vocab_size"), int):
         _remap_token_ids(out, out["vocab_size"])
+    _per_layer_kv_heads(out, own, kv_equal)
     _shrink_layer_lists(out, own)
     _shrink_overrides(out, own)
     _rope_sections(out)
     _rope_context(out, own)
     return out
+
+
+def _coarsest_patch(out: dict, own: dict) -> None:
+    """An image large enough that its coarsest feature map (output_stride pixels a point) holds a
+    whole patch (MobileViT v2 unfolds patch_size x patch_size patches of every stage's map)."""
+    stride, patch, image = (_int(out.get(k)) for k in ("output_stride", "patch_size", "image_size"))
+    if stride and patch and image and image < stride * patch:
+        out["image_size"] = stride * patch
+
+
+def _per_layer_kv_heads(out: dict, own: dict, kv_equal: bool) -> None:
+    """Key heads per layer (Sapiens2's num_key_value_heads_per_layer: as many as the query heads in its
+    first and last 8 layers, 8 of 16 between): each kind of layer once, in the order of its first layer,
+    as many as the query heads or the tiny key heads of the tiny query heads."""
+    heads, was = _int(out.get("num_attention_heads")), _int(own.get("num_attention_heads"))
+    depth = next((out[k] for k in own if LAYER_KEYS.match(k) and _int(own[k])), 0)
+    for k, v in own.items():
+        if not (k.startswith("num_key_value_heads") and k.endswith("per_layer") and heads and was):
+            continue
+        if not (isinstance(v, (list, tuple)) and v and all(_int(x) for x in v)):
+            continue
+        kinds = list(dict.fromkeys(v))
+        if len(kinds) > depth:
+            continue
+        tiny = {x: heads if x == was or kv_equal else KV_HEADS.get(heads, 1) for x in kinds}
+        out[k] = [tiny[x] for x in kinds] + [tiny[kinds[-1]]] * (depth - len(kinds))
 
 
 def _none_slides(types) -> bool:
@@ -325,6 +360,15 @@ LATENT = {"qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16, "kv_
           "qk_head_dim": 32}  # fmt: skip
 RESNET = {"model_type": "resnet", "depths": [1, 1], "hidden_sizes": [32, 64], "embedding_size": 32,
           "out_features": ["stage2"]}  # fmt: skip
+# model_type -> stages kept where the config ties the stages' structure to their full count (why: where it
+# is not obvious)
+STAGES = {
+    # its config class builds the two subsampling attentions between three stages (down_ops) in __post_init__
+    "levit": 3,
+    # the last stage alone reads a class token, and reduces no keys (sequence_reduction_ratios [8, 4, 2, 1]):
+    # two stages cut from the four would reduce a sequence that holds it
+    "pvt": 4,
+}
 STAGE_HEADS = (3, 6, 12, 24)  # per-stage head counts of hierarchical vision models (Swin): width 96, 192, ...
 
 
@@ -349,7 +393,7 @@ def _stages(out: dict, own: dict, kept: int = 0) -> None:
     depths = own.get("depths")
     if not (isinstance(depths, (list, tuple)) and depths and all(isinstance(d, int) for d in depths)):
         return
-    n = min(len(depths), max(2, kept))
+    n = min(len(depths), max(2, kept, STAGES.get(own.get("model_type"), 0)))
     out["depths"] = [1, 2, *[1] * (n - 2)][:n]
     if isinstance(own.get("num_heads"), (list, tuple)):
         out["num_heads"] = list(STAGE_HEADS[:n])
@@ -360,8 +404,8 @@ def _stages(out: dict, own: dict, kept: int = 0) -> None:
         out["window_size"] = 4
     if "image_size" in own:  # the last of more than two stages as large as the second of 32 pixels
         out["image_size"] = 32 * 2 ** (n - 2)
-    if isinstance(own.get("patch_size"), int):
-        out["patch_size"] = 4
+    if isinstance(own.get("patch_size"), int):  # no larger than 4 (Swin2SR's pixels are its patches: 1)
+        out["patch_size"] = min(own["patch_size"], 4)
     for k, v in own.items():  # other per-stage lists (mlp ratios, drop rates)
         if k not in ("depths", "num_heads") and isinstance(v, (list, tuple)) and len(v) == len(depths) and n < len(v):
             out[k] = list(v[:n])
@@ -437,7 +481,8 @@ def _shrink_layer_lists(out: dict, own: dict) -> None:
         if k.endswith("layers_indices") and isinstance(old, int) and _layer_indices(v, old):
             out[k] = [i * n // old for i in v]  # Mllama's intermediate_layers_indices: as many, in the shrunk depth
         elif isinstance(v, (list, tuple)) and isinstance(old, int) and len(v) == old and old > n:
-            out[k] = list(v[:n])
+            # a list already shrunk (Swin2SR's depths and num_heads, per stage, as many as its layers) cut as shrunk
+            out[k] = list((out[k] if isinstance(out.get(k), (list, tuple)) and len(out[k]) >= n else v)[:n])
         elif isinstance(v, dict) and v and all(isinstance(i, str) and i.isdigit() for i in v):
             out[k] = {i: c for i, c in v.items() if int(i) < n}
         elif isinstance(v, dict) and v and all(isinstance(i, int) for i in v):
