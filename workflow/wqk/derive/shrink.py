@@ -109,7 +109,16 @@ HINTS: dict[str, dict] = {
     # its config class leaves each layer's MLP kind to the checkpoint (mlp_layer_types None, which its decoder
     # layers index): DeepSeek-OCR 2's first layer dense, the others sparse, as its docstring's example
     "deepseek_ocr2_text": {"mlp_layer_types": ["dense", "sparse"]},
-    "deepseek_ocr2": {"text_config.mlp_layer_types": ["dense", "sparse"]},
+    # the SAM tower's last downsampling is as wide as the Qwen2 encoder it feeds (the checkpoint's 896 both; the
+    # default encoder config's 4096 matches none): the tiny encoder's width; its image of 64 pixels, 2 x 2 tokens
+    # after the SAM's patches of 8 and its 4-fold downsampling (the encoder attends over the image tokens openly,
+    # causally over its queries: one image token would read as a causal mask)
+    "deepseek_ocr2": {
+        "text_config.mlp_layer_types": ["dense", "sparse"],
+        "vision_config.sam_config.downsample_channels": [512, WIDTH],
+        "vision_config.sam_config.image_size": 64,
+    },
+    "deepseek_ocr2_vision": {"sam_config.downsample_channels": [512, WIDTH], "sam_config.image_size": 64},
     # one attention block shared by its hybrid layers, tied to the first: two of them, so that the
     # tie has a layer to tie
     "zamba": {
@@ -177,6 +186,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = _shrink_dict(v, counts, kv_equal, widths)
         if _widths_per_level(k, v, widths):  # RT-DETR's decoder_in_channels: the encoder's width, per level
             out[k] = [WIDTH] * len(v)
+        elif _feeds_a_width(k, v, widths):  # Unlimited-OCR's SAM downsampled to its CLIP encoder's 1024
+            out[k] = [*v[:-1], WIDTH]
         if not isinstance(v, int) or isinstance(v, bool) or HEAD_KEYS.match(k):
             continue
         if WIDTH_KEYS.match(k) or _is_width(k, v, widths):
@@ -312,6 +323,13 @@ def _is_width(key: str, v: int, widths: set[int]) -> bool:
 def _widths_per_level(key: str, v, widths: set[int]) -> bool:
     """A list of sizes, each one of the config's widths (a feature level's channels)."""
     return isinstance(v, (list, tuple)) and bool(v) and all(_int(x) and _is_width(key, x, widths) for x in v)
+
+
+def _feeds_a_width(key: str, v, widths: set[int]) -> bool:
+    """A chain of downsampling convolutions' channels whose last is one of the config's widths (the
+    tower it feeds)."""
+    chain = re.search(r"downsample\w*channels$", key) and isinstance(v, (list, tuple)) and len(v) > 1
+    return bool(chain) and all(_int(x) for x in v) and _is_width(key, v[-1], widths)
 
 
 KEYPOINTS = 16  # keypoints a detector keeps of each image (SuperPoint, for LightGlue and SuperGlue)
