@@ -181,10 +181,11 @@ def _pixels(config, g) -> torch.Tensor:
     [32, 128]), else 32 pixels, or as many as give a detector's coarsest feature level (its largest
     stride: RT-DETR's AIFI attends over it) LEVEL_SIDE tokens a side."""
     vision = _sub(config, "vision_config", "backbone_config")
-    if (
-        getattr(vision, "image_size", None) is None
-    ):  # a tower that embeds its pixels in a sub-config (DeepSeek-OCR 2's SAM)
-        vision = next((c for c in vars(vision).values() if getattr(c, "image_size", None) is not None), vision)
+    if getattr(vision, "image_size", None) is None:
+        # a tower that embeds its pixels in a sub-config (DeepSeek-OCR 2's SAM): its image where larger than
+        # 32 pixels (Depth Pro's 8 are a patch of the image its other sub-configs read)
+        sub = next((c for c in vars(vision).values() if getattr(c, "image_size", None) is not None), None)
+        vision = sub if sub is not None and _int(sub.image_size) > 32 else vision
     strides = getattr(config, "feat_strides", None) or getattr(config, "feature_strides", None)
     coarsest = max(strides) if isinstance(strides, (list, tuple)) and strides else 0
     size = getattr(vision, "image_size", None) or max(32, LEVEL_SIDE * coarsest)
