@@ -376,6 +376,7 @@ def input_variants(model, seed: int = 0) -> list[dict]:
     extra += channels + _encoder_variants(model, [*out[:1], *channels], seed) + _embeds_variants(model, out, seed)
     out += extra + _feature_variants(model, out, seed)
     out += _box_variants(model, out, seed) + _images_per_text_variants(model, out) + _grid_variants(model, out, seed)
+    out += _frame_patch_variants(model, out, seed)
     return out + [_one_example(inputs) for inputs in out[:1]]
 
 
@@ -562,6 +563,20 @@ def _grid_variants(model, variants: list[dict], seed: int) -> list[dict]:
         dict(first, pixel_values=patches["hidden_states"], image_grid_thw=patches["grid_thw"]),
         dict(first, pixel_values=squares, image_grid_thw=torch.tensor([[1, 2, 2]])),
     ]
+
+
+def _frame_patch_variants(model, variants: list[dict], seed: int) -> list[dict]:
+    """After the others, where the config has a temporal patch and the first variant an image: its
+    patches, each its frames channels last [patches, temporal patch, patch, patch, channels] (Inkling's
+    vision tower folds them to depth)."""
+    config = model.config
+    pixels = variants[0].get("pixel_values") if variants else None
+    temporal, patch = _int_field(config, "temporal_patch_size"), _int(getattr(config, "patch_size", None))
+    if pixels is None or pixels.ndim != 4 or not temporal or not isinstance(patch, int):
+        return []
+    g = torch.Generator().manual_seed(SEED + 15 + 1000 * seed)
+    shape = (FLAT_SIDE, temporal, patch, patch, pixels.shape[1])
+    return [dict(variants[0], pixel_values=torch.randn(*shape, generator=g, dtype=pixels.dtype))]
 
 
 def _pair_variants(variants: list[dict], seed: int) -> list[dict]:

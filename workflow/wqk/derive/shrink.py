@@ -119,6 +119,14 @@ HINTS: dict[str, dict] = {
         "vision_config.sam_config.image_size": 64,
     },
     "deepseek_ocr2_vision": {"sam_config.downsample_channels": [512, WIDTH], "sam_config.image_size": 64},
+    # its projector's fields are the checkpoint's to set (None by default, which its __init__ reads): a Window
+    # Q-Former of 2 x 2 query windows over 4 x 4 keys, two vision layers injected into the two tiny LLM layers,
+    # and its 4 spatial offset groups (into LLM layers 12, 15, 18 and 21 of 40 by default) spread over both
+    "granite4_vision": {
+        "downsample_rate": "2/4",
+        "deepstack_layer_map": [[-2, 0], [-1, 1]],
+        "spatial_target_layers": [0, 0, 1, 1],
+    },
     # one attention block shared by its hybrid layers, tied to the first: two of them, so that the
     # tie has a layer to tie
     "zamba": {
