@@ -882,3 +882,55 @@ def test_one_head_that_the_code_fixes_needs_no_config_field():
 def test_heads_a_ratio_field_divides_are_read_through_it():
     convbert = derive("convbert")  # num_attention_heads // head_ratio heads
     assert convbert.ok and convbert.record.attention[0].heads_ratio == "head_ratio", convbert.reason
+
+
+def test_staged_towers_keep_what_their_configs_tie_to_their_stages():
+    """LeViT's three stages (its config builds the subsampling between them) and patches of 16; PVT's
+    four (the last alone reads a class token and reduces no keys); Swin2SR's patches of one pixel and
+    per-stage lists as shrunk; MobileViT v2's image, whose coarsest map holds a patch; Sapiens2's key
+    heads per layer, each kind of layer once; DeepSeek-OCR 2's MLP kinds and SAMs downsampled to the
+    encoder they feed."""
+    from wqk.derive.shrink import WIDTH, tiny_config
+
+    levit = tiny_config("levit")
+    assert len(levit.depths) == 3 and levit.patch_size == 16
+    pvt = tiny_config("pvt")
+    assert len(pvt.depths) == 4 and pvt.sequence_reduction_ratios[-1] == 1
+    swin2sr = tiny_config("swin2sr")
+    assert swin2sr.patch_size == 1 and list(swin2sr.depths) == [1, 2] and len(swin2sr.num_heads) == 2
+    mobilevit = tiny_config("mobilevitv2")
+    assert mobilevit.image_size >= mobilevit.output_stride * mobilevit.patch_size
+    sapiens = tiny_config("sapiens2")
+    assert sapiens.num_key_value_heads_per_layer == [sapiens.num_attention_heads, 2]
+    assert tiny_config("deepseek_ocr2_text").mlp_layer_types == ["dense", "sparse"]
+    for model_type in ("unlimited_ocr_vision", "deepseek_ocr2_vision"):
+        vision = tiny_config(model_type)
+        assert vision.sam_config.downsample_channels[-1] == vision.encoder_config.hidden_size == WIDTH
+
+
+def test_inputs_of_towers_fed_by_others_and_of_patches_laid_out_otherwise():
+    """Unlimited-OCR's CLIP encoder: its SAM's patch embeddings; DeepSeek-OCR 2's encoder: states with
+    their patches first; Inkling's audio: ids of its codebooks; Inkling 2's vision: merge windows
+    channels last and their grid in tokens; Inkling's vision: each patch's frames."""
+    from wqk.derive.build import B, T, build, forward_inputs, input_variants
+    from wqk.derive.shrink import WIDTH, tiny_config
+
+    clip = forward_inputs(build(tiny_config("unlimited_ocr_vision_encoder")))
+    assert clip["patch_embeds"].shape[:2] == (B, WIDTH) and clip["patch_embeds"].ndim == 4
+    encoder = forward_inputs(build(tiny_config("deepseek_ocr2_encoder")))
+    assert encoder["num_patches"] == T // 2 and encoder["inputs_embeds"].shape[1] == T
+    audio = tiny_config("inkling_audio")
+    ids = forward_inputs(build(audio))["audio_input_ids"]
+    assert ids.shape == (B, T, audio.num_codebooks) and int(ids.max()) < audio.codebook_size
+    inkling2 = [v for v in input_variants(build(tiny_config("inkling2_vision"))) if "image_grid_thw" in v]
+    assert [v["pixel_values"].ndim for v in inkling2] == [2, 4]
+    inkling = input_variants(build(tiny_config("inkling_vision")))
+    assert any(v["pixel_values"].ndim == 5 for v in inkling)
+
+
+@pytest.mark.parametrize("model_type", ["pvt", "deepseek_ocr2_encoder", "unlimited_ocr_vision_encoder"])
+def test_staged_and_fed_towers_derive(model_type):
+    """PVT's first stage of one head: its query rows read as ungated (a gated query projection is
+    twice as wide); the OCR encoders on the inputs their towers hand them."""
+    d = derive(model_type)
+    assert d.ok, (d.category, d.reason)

@@ -204,6 +204,11 @@ def _pixels(config, g) -> torch.Tensor:
     [32, 128]), else 32 pixels, or as many as give a detector's coarsest feature level (its largest
     stride: RT-DETR's AIFI attends over it) LEVEL_SIDE tokens a side."""
     vision = _sub(config, "vision_config", "backbone_config")
+    if getattr(vision, "image_size", None) is None:
+        # a tower that embeds its pixels in a sub-config (DeepSeek-OCR 2's SAM): its image where larger than
+        # 32 pixels (Depth Pro's 8 are a patch of the image its other sub-configs read)
+        sub = next((c for c in vars(vision).values() if getattr(c, "image_size", None) is not None), None)
+        vision = sub if sub is not None and _int(sub.image_size) > 32 else vision
     strides = getattr(config, "feat_strides", None) or getattr(config, "feature_strides", None)
     coarsest = max(strides) if isinstance(strides, (list, tuple)) and strides else 0
     size = getattr(vision, "image_size", None) or max(32, LEVEL_SIDE * coarsest)
@@ -406,7 +411,8 @@ def input_variants(model, seed: int = 0) -> list[dict]:
     channels = _channel_variants(model, out, seed)
     extra += channels + _encoder_variants(model, [*out[:1], *channels], seed) + _embeds_variants(model, out, seed)
     out += extra + _feature_variants(model, out, seed)
-    out += _box_variants(model, out, seed) + _images_per_text_variants(model, out)
+    out += _box_variants(model, out, seed) + _images_per_text_variants(model, out) + _grid_variants(model, out, seed)
+    out += _frame_patch_variants(model, out, seed)
     out += _aligned_audio_variants(model, out, seed)
     return out + [_one_example(inputs) for inputs in out[:1]]
 
@@ -615,6 +621,40 @@ def _images_per_text_variants(model, variants: list[dict]) -> list[dict]:
         return []
     mask = torch.ones(*ids.shape, 1, dtype=torch.long)
     return [dict(first, pixel_values=pixels[:, None], image_attention_mask=mask)]
+
+
+def _grid_variants(model, variants: list[dict], seed: int) -> list[dict]:
+    """After the others, where the forward requires an image_grid_thw that no variant gave: one image
+    of 2 x 2 merge windows, as Qwen2-VL's flattened patches with its grid in patches, then as squares of
+    a merge window's pixels, channels last [tokens, merge x patch, merge x patch, channels], with its
+    grid in merged tokens (Inkling 2's vision tower)."""
+    p = inspect.signature(model.forward).parameters.get("image_grid_thw")
+    first = variants[0] if variants else {}
+    if p is None or p.default is not inspect.Parameter.empty or "image_grid_thw" in first or "input_ids" in first:
+        return []
+    config, g = model.config, torch.Generator().manual_seed(SEED + 14 + 1000 * seed)
+    patches = _patches(config, g)
+    merge, patch = _merge(config), _int(getattr(config, "patch_size", None) or 14)
+    channels = getattr(config, "num_channels", None) or 3
+    squares = torch.randn(4, merge * patch, merge * patch, channels, generator=g, dtype=torch.float64)
+    return [
+        dict(first, pixel_values=patches["hidden_states"], image_grid_thw=patches["grid_thw"]),
+        dict(first, pixel_values=squares, image_grid_thw=torch.tensor([[1, 2, 2]])),
+    ]
+
+
+def _frame_patch_variants(model, variants: list[dict], seed: int) -> list[dict]:
+    """After the others, where the config has a temporal patch and the first variant an image: its
+    patches, each its frames channels last [patches, temporal patch, patch, patch, channels] (Inkling's
+    vision tower folds them to depth)."""
+    config = model.config
+    pixels = variants[0].get("pixel_values") if variants else None
+    temporal, patch = _int_field(config, "temporal_patch_size"), _int(getattr(config, "patch_size", None))
+    if pixels is None or pixels.ndim != 4 or not temporal or not isinstance(patch, int):
+        return []
+    g = torch.Generator().manual_seed(SEED + 15 + 1000 * seed)
+    shape = (FLAT_SIDE, temporal, patch, patch, pixels.shape[1])
+    return [dict(variants[0], pixel_values=torch.randn(*shape, generator=g, dtype=pixels.dtype))]
 
 
 def _pair_variants(variants: list[dict], seed: int) -> list[dict]:
@@ -942,6 +982,17 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
             width = getattr(config, "input_dim", None) or _int_field(config, "input_size") or _width(config)
             frames = tokens * (_int_field(config, "time_reduction") or 1)
             kwargs[name] = torch.randn(B, frames, width, generator=g, dtype=torch.float64)
+    p = params.get("patch_embeds")
+    if p is not None and p.default is inspect.Parameter.empty and not kwargs:
+        # a tower fed another's patch embeddings (Unlimited-OCR's CLIP encoder, its SAM's): [B, width, grid, grid]
+        side = _patch_grid(config) or FLAT_SIDE
+        kwargs["patch_embeds"] = torch.randn(B, _width(config), side, side, generator=g, dtype=torch.float64)
+    p = params.get("num_patches")
+    states = next((kwargs[n] for n in ("inputs_embeds", "hidden_states") if n in kwargs), None)
+    if p is not None and p.default is inspect.Parameter.empty and states is not None and "num_patches" not in kwargs:
+        # the image's patches first among the states, then its queries (DeepSeek-OCR 2's encoder: open over the
+        # patches, causal over the queries)
+        kwargs["num_patches"] = states.shape[1] // 2
     mask = params.get("attention_mask")
     if mask is not None and mask.default is inspect.Parameter.empty and "attention_mask" not in kwargs and kwargs:
         # required (Idefics2's perceiver: over its context): every token real
@@ -955,6 +1006,12 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
     crosses = any(CROSS.search(n) for n, _ in model.named_modules())
     if "encoder_hidden_states" in params and crosses and not getattr(config, "is_encoder_decoder", False):
         kwargs["encoder_hidden_states"] = _encoder_states(config, g, tokens)
+
+
+def _patch_grid(config) -> int:
+    """Patches along a side of the config's image (image_size over patch_size), 0 where it states none."""
+    image, patch = _int(getattr(config, "image_size", None)), _int(getattr(config, "patch_size", None))
+    return image // patch if isinstance(image, int) and isinstance(patch, int) and patch else 0
 
 
 def _encoder_states(config, g, tokens: int) -> torch.Tensor:
@@ -986,12 +1043,17 @@ def _ids_tower(model, name: str):
     if not any(n.startswith(tower) for n, _ in model.named_children()):
         return None
     configs = [v for k, v in vars(model.config).items() if k.startswith(tower) and k.endswith("_config")]
-    return next((c for c in configs if isinstance(getattr(c, "vocab_size", None), int)), None)
+    return next((c for c in configs if _int_field(c, "vocab_size") or _int_field(c, "codebook_size")), None)
 
 
 def _tower_ids(name: str, config, params, g, tokens: int) -> dict:
-    """A tower's token ids, and its attention mask of every token real where the forward takes one."""
-    ids = torch.randint(3, max(4, min(config.vocab_size, 100)), (B, tokens), generator=g)
+    """A tower's token ids, and its attention mask of every token real where the forward takes one;
+    a tower of codebooks and no vocabulary (Inkling's audio: a token of each mel bin, quantised) reads
+    [B, tokens, codebooks] ids of a codebook's size."""
+    books, size = _int_field(config, "num_codebooks"), _int_field(config, "codebook_size")
+    vocab = _int_field(config, "vocab_size") or size or VOCAB_FLOOR
+    shape = (B, tokens, books) if books and size and not _int_field(config, "vocab_size") else (B, tokens)
+    ids = torch.randint(3, max(4, min(vocab, 100)), shape, generator=g)
     mask = name.removesuffix("input_ids") + "attention_mask"
     return {name: ids, **({mask: torch.ones(B, tokens, dtype=torch.long)} if mask in params else {})}
 

@@ -115,6 +115,30 @@ HINTS: dict[str, dict] = {
     # its lightning indexer's head count (index_n_heads, 4 by default, kept) would equal the 4 query heads handed to
     # its text model after its vision tower's 6, and name two fields: the indexer's moved off to a count no field has
     "minimax_m3_vl": {"text_config.index_n_heads": 8},
+    # its patch embedding is four stride-2 convolutions (16 pixels a patch, whatever patch_size says, which its
+    # attention biases' grid reads): 128 pixels, 8 x 8 tokens, then 4 x 4 and 2 x 2 (its three stages: STAGES)
+    "levit": {"patch_size": 16, "image_size": 128},
+    # its config class leaves each layer's MLP kind to the checkpoint (mlp_layer_types None, which its decoder
+    # layers index): DeepSeek-OCR 2's first layer dense, the others sparse, as its docstring's example
+    "deepseek_ocr2_text": {"mlp_layer_types": ["dense", "sparse"]},
+    # the SAM tower's last downsampling is as wide as the Qwen2 encoder it feeds (the checkpoint's 896 both; the
+    # default encoder config's 4096 matches none): the tiny encoder's width; its image of 64 pixels, 2 x 2 tokens
+    # after the SAM's patches of 8 and its 4-fold downsampling (the encoder attends over the image tokens openly,
+    # causally over its queries: one image token would read as a causal mask)
+    "deepseek_ocr2": {
+        "text_config.mlp_layer_types": ["dense", "sparse"],
+        "vision_config.sam_config.downsample_channels": [512, WIDTH],
+        "vision_config.sam_config.image_size": 64,
+    },
+    "deepseek_ocr2_vision": {"sam_config.downsample_channels": [512, WIDTH], "sam_config.image_size": 64},
+    # its projector's fields are the checkpoint's to set (None by default, which its __init__ reads): a Window
+    # Q-Former of 2 x 2 query windows over 4 x 4 keys, two vision layers injected into the two tiny LLM layers,
+    # and its 4 spatial offset groups (into LLM layers 12, 15, 18 and 21 of 40 by default) spread over both
+    "granite4_vision": {
+        "downsample_rate": "2/4",
+        "deepstack_layer_map": [[-2, 0], [-1, 1]],
+        "spatial_target_layers": [0, 0, 1, 1],
+    },
     # one attention block shared by its hybrid layers, tied to the first: two of them, so that the
     # tie has a layer to tie
     "zamba": {
@@ -209,6 +233,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = _shrink_dict(v, counts, kv_equal, widths)
         if _widths_per_level(k, v, widths):  # RT-DETR's decoder_in_channels: the encoder's width, per level
             out[k] = [WIDTH] * len(v)
+        elif _feeds_a_width(k, v, widths):  # Unlimited-OCR's SAM downsampled to its CLIP encoder's 1024
+            out[k] = [*v[:-1], WIDTH]
         if not isinstance(v, int) or isinstance(v, bool) or HEAD_KEYS.match(k):
             continue
         if WIDTH_KEYS.match(k) or _is_width(k, v, widths):
@@ -272,6 +298,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = [32, 32]
     if _int(own.get("num_position_embeddings")) == _grid(own) ** 2 > _grid(out) ** 2 > 0:
         out["num_position_embeddings"] = _grid(out) ** 2  # a position a patch (Molmo 2's 27 x 27): the tiny grid's
+
+    _coarsest_patch(out, own)
     tubelet = own.get("tubelet_size")  # VideoPrism: [frames, height, width] of a tubelet
     if isinstance(tubelet, (list, tuple)) and len(tubelet) == 3 and all(isinstance(x, int) for x in tubelet):
         out["tubelet_size"] = [tubelet[0], *(min(x, 8) for x in tubelet[1:])]
@@ -287,6 +315,7 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
         out[k] = 1e9  # a monotone map of q.k, tanh(s / cap) * cap: the identity to 1e-18 with this cap
     if isinstance(out.get("vocab_size"), int):
         _remap_token_ids(out, out["vocab_size"])
+    _per_layer_kv_heads(out, own, kv_equal)
     _shrink_layer_lists(out, own)
     _shrink_overrides(out, own)
     _rope_sections(out)
@@ -338,6 +367,32 @@ def _unset_experts(out: dict, own: dict) -> None:
             out[k] = WIDTH
 
 
+def _coarsest_patch(out: dict, own: dict) -> None:
+    """An image large enough that its coarsest feature map (output_stride pixels a point) holds a
+    whole patch (MobileViT v2 unfolds patch_size x patch_size patches of every stage's map)."""
+    stride, patch, image = (_int(out.get(k)) for k in ("output_stride", "patch_size", "image_size"))
+    if stride and patch and image and image < stride * patch:
+        out["image_size"] = stride * patch
+
+
+def _per_layer_kv_heads(out: dict, own: dict, kv_equal: bool) -> None:
+    """Key heads per layer (Sapiens2's num_key_value_heads_per_layer: as many as the query heads in its
+    first and last 8 layers, 8 of 16 between): each kind of layer once, in the order of its first layer,
+    as many as the query heads or the tiny key heads of the tiny query heads."""
+    heads, was = _int(out.get("num_attention_heads")), _int(own.get("num_attention_heads"))
+    depth = next((out[k] for k in own if LAYER_KEYS.match(k) and _int(own[k])), 0)
+    for k, v in own.items():
+        if not (k.startswith("num_key_value_heads") and k.endswith("per_layer") and heads and was):
+            continue
+        if not (isinstance(v, (list, tuple)) and v and all(_int(x) for x in v)):
+            continue
+        kinds = list(dict.fromkeys(v))
+        if len(kinds) > depth:
+            continue
+        tiny = {x: heads if x == was or kv_equal else KV_HEADS.get(heads, 1) for x in kinds}
+        out[k] = [tiny[x] for x in kinds] + [tiny[kinds[-1]]] * (depth - len(kinds))
+
+
 def _none_slides(types) -> bool:
     return isinstance(types, (list, tuple)) and bool(types) and not any("sliding" in str(t) for t in types)
 
@@ -365,6 +420,13 @@ def _is_width(key: str, v: int, widths: set[int]) -> bool:
 def _widths_per_level(key: str, v, widths: set[int]) -> bool:
     """A list of sizes, each one of the config's widths (a feature level's channels)."""
     return isinstance(v, (list, tuple)) and bool(v) and all(_int(x) and _is_width(key, x, widths) for x in v)
+
+
+def _feeds_a_width(key: str, v, widths: set[int]) -> bool:
+    """A chain of downsampling convolutions' channels whose last is one of the config's widths (the
+    tower it feeds)."""
+    chain = re.search(r"downsample\w*channels$", key) and isinstance(v, (list, tuple)) and len(v) > 1
+    return bool(chain) and all(_int(x) for x in v) and _is_width(key, v[-1], widths)
 
 
 KEYPOINTS = 16  # keypoints a detector keeps of each image (SuperPoint, for LightGlue and SuperGlue)
@@ -413,6 +475,15 @@ LATENT = {"qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16, "kv_
           "qk_head_dim": 32}  # fmt: skip
 RESNET = {"model_type": "resnet", "depths": [1, 1], "hidden_sizes": [32, 64], "embedding_size": 32,
           "out_features": ["stage2"]}  # fmt: skip
+# model_type -> stages kept where the config ties the stages' structure to their full count (why: where it
+# is not obvious)
+STAGES = {
+    # its config class builds the two subsampling attentions between three stages (down_ops) in __post_init__
+    "levit": 3,
+    # the last stage alone reads a class token, and reduces no keys (sequence_reduction_ratios [8, 4, 2, 1]):
+    # two stages cut from the four would reduce a sequence that holds it
+    "pvt": 4,
+}
 STAGE_HEADS = (3, 6, 12, 24)  # per-stage head counts of hierarchical vision models (Swin): width 96, 192, ...
 
 
@@ -446,7 +517,7 @@ def _stages(out: dict, own: dict, kept: int = 0) -> None:
     depths = own.get("depths")
     if not (isinstance(depths, (list, tuple)) and depths and all(isinstance(d, int) for d in depths)):
         return
-    n = min(len(depths), max(2, kept))
+    n = min(len(depths), max(2, kept, STAGES.get(own.get("model_type"), 0)))
     out["depths"] = [1, 2, *[1] * (n - 2)][:n]
     if isinstance(own.get("num_heads"), (list, tuple)):
         out["num_heads"] = list(STAGE_HEADS[:n])
@@ -457,8 +528,8 @@ def _stages(out: dict, own: dict, kept: int = 0) -> None:
         out["window_size"] = 4
     if "image_size" in own:  # the last of more than two stages as large as the second of 32 pixels
         out["image_size"] = 32 * 2 ** (n - 2)
-    if isinstance(own.get("patch_size"), int):
-        out["patch_size"] = 4
+    if isinstance(own.get("patch_size"), int):  # no larger than 4 (Swin2SR's pixels are its patches: 1)
+        out["patch_size"] = min(own["patch_size"], 4)
     for k, v in own.items():  # other per-stage lists (mlp ratios, drop rates)
         if k not in ("depths", "num_heads") and isinstance(v, (list, tuple)) and len(v) == len(depths) and n < len(v):
             out[k] = list(v[:n])
@@ -534,7 +605,8 @@ def _shrink_layer_lists(out: dict, own: dict) -> None:
         if k.endswith("layers_indices") and isinstance(old, int) and _layer_indices(v, old):
             out[k] = [i * n // old for i in v]  # Mllama's intermediate_layers_indices: as many, in the shrunk depth
         elif isinstance(v, (list, tuple)) and isinstance(old, int) and len(v) == old and old > n:
-            out[k] = list(v[:n])
+            # a list already shrunk (Swin2SR's depths and num_heads, per stage, as many as its layers) cut as shrunk
+            out[k] = list((out[k] if isinstance(out.get(k), (list, tuple)) and len(out[k]) >= n else v)[:n])
         elif isinstance(v, dict) and v and all(isinstance(i, str) and i.isdigit() for i in v):
             out[k] = {i: c for i, c in v.items() if int(i) < n}
         elif isinstance(v, dict) and v and all(isinstance(i, int) for i in v):
