@@ -682,3 +682,21 @@ def test_a_root_whose_towers_leave_attention_out_gives_its_error_to_the_retries(
     stops it is past the forward (its semantic encoder's relative positions). Half a minute."""
     assert derive("xcodec2").category == "not bilinear"
 
+
+def test_a_composites_parts_get_the_states_their_signature_names():
+    """SAM 3's DETR encoder and decoder and its mask decoder, each on its own: the states and
+    feature maps (one level of side x side = tokens) their required inputs name, at the config's
+    width, and the optional ones the composite passes beside them (the levels' position
+    embeddings, the prompt); the decoder's text and vision cross-attentions alternate layer by
+    layer; the mask decoder's only attention is cross-attention, refused as such."""
+    from wqk.derive.build import T, build, forward_inputs, model_class
+    from wqk.derive.shrink import WIDTH, tiny_config
+
+    config = tiny_config("sam3_mask_decoder")
+    inputs = forward_inputs(build(config, model_class(config)))
+    assert inputs["decoder_queries"].shape[-1] == inputs["prompt_features"].shape[-1] == WIDTH
+    assert [tuple(m.shape[1:]) for m in inputs["backbone_features"]] == [(WIDTH, 3, 3)] and 3 * 3 == T
+    assert derive("sam3_detr_encoder").ok
+    assert derive("sam3_detr_decoder").ok
+    mask = derive("sam3_mask_decoder")
+    assert mask.category == "layout" and "only attention is cross-attention" in mask.reason, mask.reason
