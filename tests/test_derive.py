@@ -40,10 +40,6 @@ MUST_STAY = {
         "its text encoder (open) and its decoder over codebooks (causal) are read as layers of one stack",
     ),
     "swinv2": ("not bilinear", "cosine attention: q and k normalised by a function, scaled per head"),
-    "sam": (
-        "layout",
-        "its two-way transformer's cross-attentions (token to image, image to token) interleave in a stack",
-    ),
 }
 
 
@@ -616,15 +612,18 @@ def test_grids_prompts_and_token_counts_follow_the_shrunk_image():
     assert loftr.stage_block_out_channels[-1][0] == loftr.hidden_size == WIDTH
     # its self-attention's queries and keys pooled apart (a conv, a max-pool): filed as cross-attention
     loftr = derive("efficientloftr")
-    assert loftr.category == "layout" and "interleave" in loftr.reason, loftr.reason
+    assert loftr.category == "layout" and "only attention is cross-attention" in loftr.reason, loftr.reason
 
 
 def test_prompts_and_places_the_forwards_take_reach_the_attentions_behind_them():
     """SAM's mask decoder (points over an image whose grid its prompt encoder states), Kosmos-2's
     places of image embeddings in its text, Grounding DINO's phrases split at its delimiter tokens:
-    the forward runs, and what stops the record comes after it (Kosmos-2 derives: its lone x_attn,
-    latent queries over the image, is one block of the cross stack)."""
-    assert derive("sam_hq").category == "layout"  # the two-way transformer's interleaved cross-attentions
+    the forward runs, and what stops the record comes after it. SAM-HQ's two-way transformer's
+    cross-attentions alternate layer by layer (Attention.interleave), and the final one, like
+    Kosmos-2's x_attn after its layers (latent queries over the image), is a layer of a template
+    without a numbered field (Attention.single)."""
+    sam_hq = derive("sam_hq")
+    assert sam_hq.ok and [a.interleave for a in sam_hq.record.attention if a.stack == "cross"] == [(0, 2), (1, 2), None]
     kosmos = derive("kosmos-2")
     assert kosmos.ok, (kosmos.category, kosmos.reason)
     x_attn = [a for a in kosmos.record.attention if "x_attn" in a.weight]
@@ -934,3 +933,22 @@ def test_staged_and_fed_towers_derive(model_type):
     twice as wide); the OCR encoders on the inputs their towers hand them."""
     d = derive(model_type)
     assert d.ok, (d.category, d.reason)
+
+
+def test_a_composites_parts_get_the_states_their_signature_names():
+    """SAM 3's DETR encoder and decoder and its mask decoder, each on its own: the states and
+    feature maps (one level of side x side = tokens) their required inputs name, at the config's
+    width, and the optional ones the composite passes beside them (the levels' position
+    embeddings, the prompt); the decoder's text and vision cross-attentions alternate layer by
+    layer; the mask decoder's only attention is cross-attention, refused as such."""
+    from wqk.derive.build import T, build, forward_inputs, model_class
+    from wqk.derive.shrink import WIDTH, tiny_config
+
+    config = tiny_config("sam3_mask_decoder")
+    inputs = forward_inputs(build(config, model_class(config)))
+    assert inputs["decoder_queries"].shape[-1] == inputs["prompt_features"].shape[-1] == WIDTH
+    assert [tuple(m.shape[1:]) for m in inputs["backbone_features"]] == [(WIDTH, 3, 3)] and 3 * 3 == T
+    assert derive("sam3_detr_encoder").ok
+    assert derive("sam3_detr_decoder").ok
+    mask = derive("sam3_mask_decoder")
+    assert mask.category == "layout" and "only attention is cross-attention" in mask.reason, mask.reason

@@ -67,6 +67,7 @@ def locate(ckpt: Checkpoint, record: Record) -> list[Site]:
     attentions = record.attentions(ckpt.config.get("_source_format"))
     sites: list[Site] = []
     found: dict[str, int] = {}  # Attention.stack -> layers found by its Attentions so far
+    bases: dict[str, int] = {}  # Attention.stack -> where its latest Attention's layers begin (interleave)
     for n, a in enumerate(attentions):
         if a.alternative and found.get(a.stack):
             continue
@@ -87,12 +88,15 @@ def locate(ckpt: Checkpoint, record: Record) -> list[Site]:
             continue
         heads, kv = _heads(ckpt, a)
         stack = "decoder" if a.as_decoder and ckpt.config.get(a.as_decoder) else a.stack
-        first = found.get(a.stack, 0)
+        k, n_alike = a.interleave or (0, 1)
+        if k == 0:
+            bases[a.stack] = found.get(a.stack, 0)
+        first = bases.get(a.stack, found.get(a.stack, 0))
         for rank, values in enumerate(numbers):
             fields = dict(zip(a.fields, values))
-            layer = first + (values[0] if len(values) == 1 else rank)
+            layer = first + n_alike * (values[0] if len(values) == 1 else rank) + k
             sites.append(Site(a, stack, layer, prefix, fields, _count(heads, fields, a), _count(kv, fields, a)))
-        found[a.stack] = first + len(numbers)
+        found[a.stack] = max(found.get(a.stack, 0), first + n_alike * len(numbers))
     if not sites:
         raise MissingTensor(
             f"{ckpt.model_id}: no attention weights of model_type {ckpt.model_type!r} found "

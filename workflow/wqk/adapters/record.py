@@ -83,6 +83,11 @@ class Attention:
     alternative: read only when the previous Attention of the same stack found nothing (ViT's
       two name layouts); otherwise the layers of several Attentions of one stack are numbered
       one after the other (Mllama's local, then global vision layers).
+    interleave: (k, n): this is the k-th of n Attentions (listed one after the other) whose
+      layers alternate in the forward, layer by layer (SAM's two-way transformer: token to
+      image, then image to token, in each layer): its i-th layer is numbered base + n * i + k,
+      base where the stack's layers so far end; the n together end at base + n * layers.
+      A template without a numbered field names one layer (SAM's final token-to-image attention).
     only_if: code, where the config decides whether the stack is read (Mask2Former's backbone).
     single: one block whose names number no layer (a VQ-VAE's lone middle attention,
       encoder.mid.attn_1): the template has no field, and reads one layer.
@@ -117,6 +122,7 @@ class Attention:
     alternative: bool = False
     only_if: Callable[[dict], bool] | None = None
     single: bool = False
+    interleave: tuple[int, int] | None = None
 
     def __post_init__(self):
         if self.stack not in STACKS:
@@ -131,6 +137,8 @@ class Attention:
             )
         if not self.fields and not self.single:
             raise ValueError(f"Attention {self.weight!r}: the template numbers no layer (add {{i}})")
+        if self.interleave is not None and not 0 <= self.interleave[0] < self.interleave[1]:
+            raise ValueError(f"Attention {self.weight!r}: interleave {self.interleave} is not (k, n), 0 <= k < n")
 
     @property
     def fields(self) -> tuple[str, ...]:

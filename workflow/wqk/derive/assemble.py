@@ -126,17 +126,21 @@ def _heads_by(group: list[SiteFacts], weight: str, layers: list[tuple[int, ...]]
 
 def layer_numbers(sites: list[SiteFacts]) -> dict[tuple[str, str], tuple[str, int]]:
     """(stack, q weight name) -> (stack, layer number as the reader numbers it: the layers of a
-    stack's second template after those of its first)."""
+    stack's second template after those of its first; those of n templates that alternate
+    layer by layer, n * i + k for the k-th's i-th layer)."""
     out = {}
     found: dict[str, int] = {}
-    for (stack, _), group in _ordered(sites):
+    base = 0
+    for (stack, _), group, alike in _ordered(sites):
         _, _, layers = _weights(group)
         distinct = sorted(set(layers))
         ranks = {v: n for n, v in enumerate(distinct)}
-        first = found.get(stack, 0)
+        k, n_alike = alike or (0, 1)
+        base = found.get(stack, 0) if k == 0 else base
         for facts, values in zip(group, layers):
-            out[(stack, facts.q_weight)] = (stack, first + (values[0] if len(values) == 1 else ranks[values]))
-        found[stack] = first + len(distinct)
+            index = values[0] if len(values) == 1 else ranks[values]
+            out[(stack, facts.q_weight)] = (stack, base + n_alike * index + k)
+        found[stack] = max(found.get(stack, 0), base + n_alike * len(distinct))
     return out
 
 
@@ -150,10 +154,14 @@ def _groups(sites: list[SiteFacts]) -> dict[tuple[str, str], list[SiteFacts]]:
     return {k: list(v.values()) for k, v in groups.items()}
 
 
-def _ordered(sites: list[SiteFacts]) -> list[tuple[tuple[str, str], list[SiteFacts]]]:
-    """The groups in stack order, a stack's templates in forward order; a stack whose templates'
-    layers interleave in the forward is refused (the reader numbers one template's layers after
-    the other's)."""
+Entry = tuple[tuple[str, str], list[SiteFacts], tuple[int, int] | None]
+
+
+def _ordered(sites: list[SiteFacts]) -> list[Entry]:
+    """The groups in stack order, a stack's templates in forward order, each with its place
+    (k, n) among n templates whose layers alternate layer by layer in the forward (SAM's two-way
+    transformer), else None; a stack whose templates' layers interleave otherwise is refused (the
+    reader numbers one template's layers after the other's)."""
     groups = _groups(sites)
     position = {id(s): n for n, s in enumerate(sites)}
     by_stack: dict[str, list] = {}
@@ -161,14 +169,40 @@ def _ordered(sites: list[SiteFacts]) -> list[tuple[tuple[str, str], list[SiteFac
         by_stack.setdefault(key[0], []).append((key, group))
     out = []
     for stack in sorted(by_stack, key=stack_rank):
-        entries = by_stack[stack]
-        spans = [(min(position[id(s)] for s in g), max(position[id(s)] for s in g)) for _, g in entries]
-        for (_, end), (start, _) in zip(spans, spans[1:]):
-            if start < end:
-                names = [g[0].q_weight for _, g in entries]
+        for run in _overlapping(by_stack[stack], position):
+            if len(run) == 1:
+                out.append((*run[0], None))
+            elif _alternate([g for _, g in run], position):
+                out.extend((key, group, (k, len(run))) for k, (key, group) in enumerate(run))
+            else:
+                names = [g[0].q_weight for _, g in by_stack[stack]]
                 raise Underivable("layout", f"layers of templates {names} interleave in one stack {stack!r}")
-        out.extend(entries)
     return out
+
+
+def _overlapping(entries: list, position: dict) -> list[list]:
+    """The entries in runs whose spans in the forward overlap (one entry a run where none does)."""
+    runs: list[list] = []
+    end = -1
+    for entry in entries:
+        span = [position[id(s)] for s in entry[1]]
+        if runs and min(span) < end:
+            runs[-1].append(entry)
+        else:
+            runs.append([entry])
+        end = max(end, max(span))
+    return runs
+
+
+def _alternate(groups: list[list[SiteFacts]], position: dict) -> bool:
+    """Whether the groups' layers alternate layer by layer: each group numbers the same layers,
+    and the forward runs layer i of every group, in the groups' order, before layer i + 1."""
+    layers = [template([f.q_weight for f in g]) for g in groups]
+    if any(t is None or t[1] != layers[0][1] for t in layers):
+        return False
+    keyed = [(position[id(f)], values, k) for k, (g, t) in enumerate(zip(groups, layers)) for f, values in zip(g, t[1])]
+    in_forward = [(values, k) for _, values, k in sorted(keyed, key=lambda e: e[0])]
+    return in_forward == sorted(in_forward)
 
 
 _NAMES = ("weight", "norm", "first_norm", "k_norm", "q_bias")
@@ -208,13 +242,19 @@ def _alias(group: list[SiteFacts]) -> tuple[str, str] | None:
 
 def attentions(sites: list[SiteFacts], base: str) -> tuple[Attention, ...]:
     """The Attentions of the sites, in stack order, under the base model's prefix."""
-    return tuple(with_prefixes(_merge(group)[0], base, _alias(group)) for _, group in _ordered(sites))
+    return tuple(
+        dataclasses.replace(with_prefixes(_merge(group)[0], base, _alias(group)), interleave=alike)
+        for _, group, alike in _ordered(sites)
+    )
 
 
 def record(model_type: str, sites: list[SiteFacts], base: str, rope: Rotary | None, tiny: Tiny) -> Record:
     atts = attentions(sites, base)
-    if all(s.stack == "cross" for s in sites):  # CvT: queries and keys from two convolutions of the tokens
+    if all(a.stack == "cross" for a in atts):  # CvT: its queries and keys read two convolutions of the tokens
         raise Underivable(
-            "layout", "every attention's keys read another input than its queries: no self-attention stack"
+            "layout",
+            f"its only attention is cross-attention ({', '.join(a.weight for a in atts)}), every attention's keys "
+            "reading another input than its queries: no self-attention stack, which a record scores "
+            "cross-attention beside (SAM 3's mask decoder: with SAM 3)",
         )
     return Record(model_type, atts, objectives(sites), rope=rope, tiny=tiny)

@@ -734,7 +734,12 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
     if main not in params:
         main = next((k for k in makers if k in params), main)
     first = next((k for k, p in params.items() if p.default is p.empty and p.kind in NAMED), None)
-    if main not in params and first and (main == "pixel_values" or "image" in first):
+    if (
+        main not in params
+        and first
+        and (main == "pixel_values" or "image" in first)
+        and _pixels_fit(config, params[first])
+    ):
         # pixels under the forward's own name (Florence 2's vision backbone: hidden_states; BridgeTower's: image)
         makers[first], main = makers["pixel_values"], first
     kwargs = {main: makers[main]()} if main in makers and main in params else {}
@@ -1003,8 +1008,14 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
         required = p.default is inspect.Parameter.empty and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
         if name not in kwargs and required and "None" in str(p.annotation):
             kwargs[name] = None
+    kwargs.update(_states_by_name(config, params, kwargs, g, tokens))
     crosses = any(CROSS.search(n) for n, _ in model.named_modules())
-    if "encoder_hidden_states" in params and crosses and not getattr(config, "is_encoder_decoder", False):
+    if (
+        "encoder_hidden_states" in params
+        and kwargs.get("encoder_hidden_states") is None
+        and crosses
+        and not getattr(config, "is_encoder_decoder", False)
+    ):
         kwargs["encoder_hidden_states"] = _encoder_states(config, g, tokens)
 
 
@@ -1012,6 +1023,53 @@ def _patch_grid(config) -> int:
     """Patches along a side of the config's image (image_size over patch_size), 0 where it states none."""
     image, patch = _int(getattr(config, "image_size", None)), _int(getattr(config, "patch_size", None))
     return image // patch if isinstance(image, int) and isinstance(patch, int) and patch else 0
+
+
+IMAGE_FIELDS = re.compile(r"channel|image|patch|pixel")
+
+
+def _pixels_fit(config, p: inspect.Parameter) -> bool:
+    """Whether a forward's first input may be pixels under another name: not an object of another
+    class (SAM 2's video model's inference session), not states of a config that names nothing of
+    images (SAM 3's mask decoder's decoder_queries)."""
+    if p.annotation is not p.empty and "Tensor" not in str(p.annotation):
+        return False
+    vision = _sub(config, "vision_config", "backbone_config")
+    return not STATES.search(p.name) or any(IMAGE_FIELDS.search(k) for k in vision.to_dict())
+
+
+STATES = re.compile(r"(^|_)(features|states|encoding|embeds|embeddings|queries)$")
+
+
+def _states_by_name(config, params, kwargs: dict, g, tokens: int) -> dict:
+    """A part's inputs that another part of its composite makes (SAM 3's DETR encoder and decoder,
+    its mask decoder): each required tensor named as states, [B, tokens, width], or, annotated a
+    list, feature maps [B, width, side, side] of side x side = tokens (one level); where one is
+    required, the optional ones too, as the composite passes them (the levels' position
+    embeddings, which the forward zips with the levels; the prompt the mask decoder attends to).
+    Only for a forward given no tensor otherwise (no ids, pixels or states made by the rules above)."""
+    if any(isinstance(v, torch.Tensor) for v in kwargs.values()):
+        return {}
+    width, side = _width(config), math.isqrt(tokens)
+
+    def tensor_param(p) -> bool:
+        return "Tensor" in str(p.annotation) and p.kind in NAMED
+
+    def maps():
+        return [torch.randn(B, width, side, side, generator=g, dtype=torch.float64)]
+
+    def listed(p) -> bool:
+        return str(p.annotation).startswith(("list", "tuple"))
+
+    out = {}
+    required = {n: p for n, p in params.items() if p.default is inspect.Parameter.empty and n not in kwargs}
+    for name, p in required.items():
+        if tensor_param(p) and STATES.search(name):
+            out[name] = maps() if listed(p) else torch.randn(B, tokens, width, generator=g, dtype=torch.float64)
+    for name, p in params.items() if out else ():
+        if name not in kwargs and name not in out and tensor_param(p) and STATES.search(name):
+            out[name] = maps() if listed(p) else torch.randn(B, tokens, width, generator=g, dtype=torch.float64)
+    return out
 
 
 def _encoder_states(config, g, tokens: int) -> torch.Tensor:
