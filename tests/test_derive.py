@@ -109,6 +109,8 @@ def test_mask_kinds():
     assert _mask_kind(causal) == "causal"
     band = (torch.arange(t)[:, None] - torch.arange(t)[None, :]).abs() <= 1
     assert _mask_kind(band) == "band"
+    offset = torch.arange(t)[None, :] - torch.arange(t)[:, None]
+    assert _mask_kind((offset >= -1) & (offset <= 2)) == "band"  # one back, two ahead (T5Gemma 2's encoder)
     prefix = causal | (torch.arange(t)[None, :] < 2)
     assert _mask_kind(prefix) == "prefix"
     assert _mask_kind(causal.T) == "mixed"  # the future open, the past masked
