@@ -241,6 +241,9 @@ def test_refusals_name_their_category():
     # (in float32): an additive attention, no softmax over a q.k product
     slanet = derive("slanet")
     assert slanet.category == "no attention" and "forward ran no softmax" in slanet.reason, slanet.reason
+    # latents whose keys are [features; latents]: cross-attention alone, its composite's (Idefics2's)
+    perceiver = derive("idefics2_perceiver")
+    assert perceiver.category == "layout" and "no self-attention ran" in perceiver.reason, perceiver.reason
     vocoder = derive("speecht5_hifigan")  # run on mel frames: its forward, not only its source, has no attention
     assert vocoder.category == "no attention" and "forward ran no softmax" in vocoder.reason, vocoder.reason
 
