@@ -35,10 +35,6 @@ HAND = [r.model_type for r in records() if r.tiny is not None]
 
 # model_type -> (the derivation's refusal category, why the hand record must stay)
 MUST_STAY = {
-    "musicgen": (
-        "layout",
-        "its text encoder (open) and its decoder over codebooks (causal) are read as layers of one stack",
-    ),
     "swinv2": ("not bilinear", "cosine attention: q and k normalised by a function, scaled per head"),
 }
 
@@ -106,6 +102,8 @@ def test_mask_kinds():
     assert _mask_kind(causal) == "causal"
     band = (torch.arange(t)[:, None] - torch.arange(t)[None, :]).abs() <= 1
     assert _mask_kind(band) == "band"
+    offset = torch.arange(t)[None, :] - torch.arange(t)[:, None]
+    assert _mask_kind((offset >= -1) & (offset <= 2)) == "band"  # one back, two ahead (T5Gemma 2's encoder)
     prefix = causal | (torch.arange(t)[None, :] < 2)
     assert _mask_kind(prefix) == "prefix"
     assert _mask_kind(causal.T) == "mixed"  # the future open, the past masked
@@ -236,8 +234,20 @@ def test_refusals_name_their_category():
     # (in float32): an additive attention, no softmax over a q.k product
     slanet = derive("slanet")
     assert slanet.category == "no attention" and "forward ran no softmax" in slanet.reason, slanet.reason
+    # latents whose keys are [features; latents]: cross-attention alone, its composite's (Idefics2's)
+    perceiver = derive("idefics2_perceiver")
+    assert perceiver.category == "layout" and "no self-attention ran" in perceiver.reason, perceiver.reason
     vocoder = derive("speecht5_hifigan")  # run on mel frames: its forward, not only its source, has no attention
     assert vocoder.category == "no attention" and "forward ran no softmax" in vocoder.reason, vocoder.reason
+
+
+def test_a_stack_filed_by_tower_under_causal_and_open_masks_goes_by_each_layers_mask():
+    # MusicGen Melody's T5 text encoder (open) and its decoder over codes (causal), both text towers:
+    # the text encoder's self-attention is the encoder's
+    d = derive("musicgen_melody")
+    assert d.ok, (d.category, d.reason)
+    assert d.record.objectives == {"encoder": "bidirectional", "decoder": "autoregressive"}
+    assert [a.stack for a in d.record.attention if a.weight.startswith("text_encoder.")] == ["encoder"]
 
 
 @pytest.mark.parametrize(

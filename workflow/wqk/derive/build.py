@@ -488,13 +488,17 @@ def _widened(model, variants: list[dict], width: int, g) -> list[dict]:
 def _codebook_variants(model, variants: list[dict]) -> list[dict]:
     """After the others, where the config has codebooks: token ids of every codebook, [B x
     codebooks, tokens] (MusicGen Melody's decoder reads one row per codebook), then one token per
-    codebook (Moshi's depth decoder: a step per codebook)."""
-    books = getattr(model.config, "num_codebooks", None)
+    codebook (Moshi's depth decoder: a step per codebook). Where only the decoder's config has
+    codebooks (MusicGen's, beside its text encoder), only the decoder's ids."""
+    books, names = getattr(model.config, "num_codebooks", None), CODEBOOK_IDS
+    decoder = getattr(model.config, "decoder", None)
+    if not isinstance(books, int) and isinstance(getattr(decoder, "num_codebooks", None), int):
+        books, names = decoder.num_codebooks, ("decoder_input_ids",)
     if not isinstance(books, int) or books < 2:
         return []
     out = []
     for inputs in variants:
-        rows = {k: v.repeat_interleave(books, 0) for k, v in inputs.items() if k in CODEBOOK_IDS and v.ndim == 2}
+        rows = {k: v.repeat_interleave(books, 0) for k, v in inputs.items() if k in names and v.ndim == 2}
         if rows:
             out.append(dict(inputs, **rows))
     for inputs in variants:
@@ -757,12 +761,21 @@ def forward_inputs(model, tokens: int = T, every: bool = True, seed: int = 0) ->
         if "pixel_values" in params and "pixel_values" not in kwargs and has_vision:
             kwargs["pixel_values"] = makers["pixel_values"]()
     if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
-        kwargs["decoder_input_ids"] = ids(tokens - 2)
+        kwargs["decoder_input_ids"] = _ids(_decoder_config(config), g, tokens - 2)
     _by_signature(model, params, kwargs, g, tokens)
     return kwargs
 
 
 NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)  # not *args, **kwargs
+
+
+def _decoder_config(config):
+    """The decoder's own config where it has one (MusicGen's decoder over 2048 codes beside a T5
+    text encoder of 32128 tokens), else the config."""
+    from transformers import PretrainedConfig
+
+    decoder = getattr(config, "decoder", None)
+    return decoder if isinstance(decoder, PretrainedConfig) and getattr(decoder, "vocab_size", None) else config
 
 
 def _ids(config, g, n: int) -> torch.Tensor:

@@ -78,6 +78,15 @@ def open_positions(scores: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     return finite & ~fixed & (scores > -1e30)
 
 
+def _is_window(open_: torch.Tensor) -> bool:
+    """Whether each query sees the keys from a tokens before it to b after it, a and b > 0, not
+    necessarily equal (T5Gemma 2's encoder window: (w + 1) // 2 back, w // 2 + 1 ahead)."""
+    t = open_.shape[-1]
+    offset = torch.arange(t)[None, :] - torch.arange(t)[:, None]
+    lo, hi = int(offset[open_].min()), int(offset[open_].max())
+    return lo < 0 < hi and torch.equal(open_, (offset >= lo) & (offset <= hi))
+
+
 def _mask_kind(open_: torch.Tensor) -> str:
     tq, tk = open_.shape[-2:]
     if bool(open_.all()):
@@ -90,8 +99,8 @@ def _mask_kind(open_: torch.Tensor) -> str:
         return "full" if tq == tk and full_rows else "mixed"  # padding masked (Mllama's padded tiles)
     if not bool((open_ & future).any()):
         return "causal"
-    if tq == tk and torch.equal(open_, open_.T):
-        return "band"  # bidirectional attention over a window (ModernBERT's local layers)
+    if tq == tk and (torch.equal(open_, open_.T) or _is_window(open_)):
+        return "band"  # bidirectional attention over a window (ModernBERT's local layers, T5Gemma 2's encoder)
     full_columns = open_.all(0)
     prefix = int(full_columns.long().cumprod(0).sum())
     j = torch.arange(tk)

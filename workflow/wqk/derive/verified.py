@@ -21,6 +21,7 @@ import torch
 
 from ..adapters.record import DERIVED, Record, Rotary, Tiny
 from .calls import AttentionCall, Underivable, _heads_view, _product_of, attention_calls, fit_scale, open_positions
+from .infer import STACK_OF_MASK
 from .run import attention_modules
 
 
@@ -114,7 +115,7 @@ def record_of(model_type, model, steps, traces, keys, save, base: str, tiny: Tin
             raise first
     real = runs(model, steps)  # at the real positions (the traces ran without rotation)
     _linear_at_real_positions(trace, calls, real)
-    facts = _by_tower(_by_cross([site_facts(trace, c, keys(trace)) for c in calls]), nested_towers(model))
+    facts = _by_mask(_by_tower(_by_cross([site_facts(trace, c, keys(trace)) for c in calls]), nested_towers(model)))
     with tempfile.TemporaryDirectory(prefix="wqk-derive-") as tmp:
         folder = Path(tmp)
         save(model, folder)
@@ -223,6 +224,24 @@ def _by_tower(facts, towers):
         stack = _tower_stack(owner)
         out.append(dataclasses.replace(f, stack=stack, attention=dataclasses.replace(f.attention, stack=stack)))
     return out
+
+
+def _by_mask(facts):
+    """Where a self-attention stack filed by tower or by cross-attention holds layers under causal
+    and under open masks (BLIP-2's Q-Former, MusicGen's text encoder or RAG's question encoder beside
+    a causal language model, all "decoder"), each of its layers goes to its own mask's stack: open
+    to the encoder, causal to the decoder. A stack of one objective keeps its convention (SigLIP's
+    open text tower stays the decoder)."""
+    objectives = {}
+    for f in facts:
+        if f.stack != "cross":
+            objectives.setdefault(f.stack, set()).add(STACK_OF_MASK.get(f.mask))
+    mixed = {stack for stack, kinds in objectives.items() if len(kinds) > 1}
+    return [_filed(f, STACK_OF_MASK[f.mask]) if f.stack in mixed and f.mask in STACK_OF_MASK else f for f in facts]
+
+
+def _filed(f, stack: str):
+    return dataclasses.replace(f, stack=stack, attention=dataclasses.replace(f.attention, stack=stack))
 
 
 def _tower_stack(tower) -> str:
