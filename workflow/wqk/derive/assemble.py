@@ -250,11 +250,11 @@ def attentions(sites: list[SiteFacts], base: str) -> tuple[Attention, ...]:
 
 def record(model_type: str, sites: list[SiteFacts], base: str, rope: Rotary | None, tiny: Tiny) -> Record:
     atts = attentions(sites, base)
-    if all(a.stack == "cross" for a in atts):  # CvT: its queries and keys read two convolutions of the tokens
+    if all(a.stack == "cross" for a in atts):  # CvT's two convolutions, a perceiver's latents over [features; latents]
         raise Underivable(
             "layout",
-            f"its only attention is cross-attention ({', '.join(a.weight for a in atts)}), every attention's keys "
-            "reading another input than its queries: no self-attention stack, which a record scores "
-            "cross-attention beside (SAM 3's mask decoder: with SAM 3)",
+            f"its only attention is cross-attention ({', '.join(a.weight for a in atts)}): every attention's keys "
+            "read another input than its queries and no self-attention ran, so there is no self-attention stack "
+            "for a record to score it beside (a part its composite scores as cross-attention)",
         )
     return Record(model_type, atts, objectives(sites), rope=rope, tiny=tiny)

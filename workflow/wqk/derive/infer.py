@@ -279,12 +279,6 @@ def objectives(sites: list[SiteFacts]) -> dict[str, str]:
     for s in sites:
         if s.stack != "cross":
             out.setdefault(s.stack, set()).add(AR if s.mask in ("causal", "prefix") else BI)
-    if not out:  # a record's stacks are a model's self-attention, its cross-attention beside them
-        raise Underivable(
-            "layout",
-            "every attention reads keys from another input (cross-attention: a perceiver resampler's latents "
-            "over [features; latents]) and no self-attention ran: a part its composite scores as cross-attention",
-        )
     mixed = {k: v for k, v in out.items() if len(v) > 1}
     if mixed:
         raise Underivable("layout", f"layers of one stack under causal and open masks: {sorted(mixed)}")
