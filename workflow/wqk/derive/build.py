@@ -129,7 +129,8 @@ def build(config, cls=None, dtype: torch.dtype = torch.float64) -> torch.nn.Modu
 
 def randomised(model: torch.nn.Module) -> torch.nn.Module:
     """model's parameters drawn afresh from a fixed seed, in place: 1-d ones around 1 (gains) or
-    0 (biases), matrices and convolutions with unit-variance outputs; learned scalars kept."""
+    0 (biases), matrices and convolutions with unit-variance outputs; learned scalars and frozen
+    parameters kept."""
     generator = torch.Generator().manual_seed(SEED + 1)
     # a convolution's outputs each sum its input channels times its kernel ([out, in, *kernel]): the
     # kernel alone would let each of a deep backbone's convolutions widen its activations (RT-DETR's
@@ -139,6 +140,8 @@ def randomised(model: torch.nn.Module) -> torch.nn.Module:
         for name, p in model.named_parameters():
             noise = torch.randn(p.shape, generator=generator, dtype=p.dtype)
             if p.ndim == 0:  # a learned scalar (CLIP's logit scale): kept
+                continue
+            if not p.requires_grad:  # a frozen table the class computes (RoFormer's sinusoids): as built
                 continue
             if p.ndim == 1:
                 p.copy_((0.0 if name.endswith("bias") else 1.0) + 0.2 * noise)

@@ -49,26 +49,58 @@ def _rotary_modules(model) -> list[tuple[str, torch.nn.Module]]:
 
 @contextlib.contextmanager
 def no_rotation(model):
-    """Every rotary frequency buffer zeroed (cos 1, sin 0: no rotation), and every table of
-    [sin | cos] per position (GPT-J's, CodeGen's embed_positions) made sin 0, cos 1; restored
-    afterwards."""
-    saved = []
+    """Every rotary frequency buffer zeroed (cos 1, sin 0: no rotation), every rotary module's
+    positions made 0 (Phi-MoE's recomputes its frequencies from the config in each forward), and
+    every table of [sin | cos] per position (GPT-J's, CodeGen's embed_positions buffer, RoFormer's
+    frozen embedding) made sin 0, cos 1; restored afterwards."""
+    saved, hooks = [], []
     for _, module in _rotary_modules(model):
+        hooks.append(module.register_forward_pre_hook(_at_position_zero, with_kwargs=True))
         for name, buf in module.named_buffers(recurse=False):
             if name.endswith("inv_freq"):
                 saved.append((buf, buf.clone()))
                 buf.zero_()
-    for name, buf in model.named_buffers():
-        if name.endswith("embed_positions") and buf.is_floating_point() and buf.ndim == 2 and buf.shape[-1] % 2 == 0:
-            saved.append((buf, buf.clone()))
-            half = buf.shape[-1] // 2
+    for buf in _sinusoid_tables(model):
+        saved.append((buf, buf.clone()))
+        half = buf.shape[-1] // 2
+        with torch.no_grad():
             buf[:, :half] = 0.0
             buf[:, half:] = 1.0
     try:
         yield
     finally:
-        for buf, value in saved:
-            buf.copy_(value)
+        for hook in hooks:
+            hook.remove()
+        with torch.no_grad():
+            for buf, value in saved:
+                buf.copy_(value)
+
+
+def _sinusoid_tables(model) -> list[torch.Tensor]:
+    """The [sin | cos] tables per position: embed_positions buffers, and frozen embed_positions
+    weights whose position 0 reads sin 0, cos 1 (a learned table never does)."""
+    found = [
+        t
+        for name, t in model.named_buffers()
+        if name.endswith("embed_positions") and t.is_floating_point() and t.ndim == 2 and t.shape[-1] % 2 == 0
+    ]
+    for name, p in model.named_parameters():
+        if name.endswith("embed_positions.weight") and not p.requires_grad and p.ndim == 2 and p.shape[-1] % 2 == 0:
+            half = p.shape[-1] // 2
+            if bool((p[0, :half] == 0).all()) and bool((p[0, half:] == 1).all()):
+                found.append(p)
+    return found
+
+
+def _at_position_zero(module, args, kwargs):
+    """A rotary module's integer position tensor (its position_ids) as zeros."""
+    args = tuple(torch.zeros_like(a) if _positions(a) else a for a in args)
+    kwargs = {k: torch.zeros_like(v) if k == "position_ids" and _positions(v) else v for k, v in kwargs.items()}
+    return args, kwargs
+
+
+def _positions(t) -> bool:
+    return isinstance(t, torch.Tensor) and not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool
 
 
 def _read_blocks(folder: Path, record: Record):
