@@ -683,3 +683,17 @@ def test_a_root_whose_towers_leave_attention_out_gives_its_error_to_the_retries(
     decoder out: the root's error stands, so the retry with as many key heads runs it, and what
     stops it is past the forward (its semantic encoder's relative positions). Half a minute."""
     assert derive("xcodec2").category == "not bilinear"
+
+
+def test_rotations_and_qk_norms_the_forward_computes_its_own_way():
+    """RoFormer's rotary from a frozen [sin | cos] table (kept as built, made sin 0, cos 1 while
+    tracing, then the fixed formula over the head); Phi-MoE's frequencies recomputed in each forward
+    (its positions made 0); NanoChat's QK-norm without a gain (blocks marked qk_norm_gain_folded);
+    Gemma 3n's layers that reuse another layer's keys: layout, named."""
+    roformer = derive("roformer")
+    assert roformer.ok and roformer.record.rope.layout == "interleaved", roformer.reason
+    assert derive("phimoe").ok
+    nanochat = derive("nanochat")
+    assert nanochat.ok and nanochat.record.attention[0].qk_norm_unit, nanochat.reason
+    gemma3n = derive("gemma3n_text")
+    assert gemma3n.category == "layout" and "shared across layers" in gemma3n.reason, gemma3n.reason

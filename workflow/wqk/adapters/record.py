@@ -72,6 +72,8 @@ class Attention:
       tensors (a config without the norm: Cohere's use_qk_norm false): plain bilinear blocks.
       qk_norm_centred: the norm is a LayerNorm over each head (Cohere, StableLM): its mean
       subtraction, linear, is folded too (Q_h' = Q_h (I - 11^T / head_dim) diag(g)).
+    qk_norm_unit: a QK-norm without a gain (NanoChat's and Llama 4's weightless RMSNorm, an L2
+      norm): the blocks are marked "qk_norm_gain_folded" with a unit gain (qk_norm None).
     as_decoder: config flag that files the stack as "decoder" (a BERT trained causally).
     required: False where the stack may be absent (an encoder-only export yields no decoder).
     alternative: read only when the previous Attention of the same stack found nothing (ViT's
@@ -103,6 +105,7 @@ class Attention:
     norm_centred: bool | None = None
     qk_norm: tuple[str, str] | None = None
     qk_norm_centred: bool = False
+    qk_norm_unit: bool = False
     as_decoder: str | None = None
     required: bool = True
     alternative: bool = False

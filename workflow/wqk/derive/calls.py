@@ -43,6 +43,7 @@ class Side:
     norm: ModuleCall | None = None  # the QK-norm call between projection and product
     offset: torch.Tensor | None = None  # [H, c]: a bias added after the projection (None: none)
     norm_heads: list[ModuleCall] | None = None  # per-head QK-norm calls (one module per head)
+    unit_norm: str | None = None  # a QK-norm without a gain between projection and product: "rms" or "centred"
 
 
 @dataclass
@@ -139,10 +140,13 @@ def _side(operand: torch.Tensor, trace: Trace, before: int, what: str, calls: li
     projections = [p for p in trace.projections if p.seq < before and as_rows(p.out, n, t) is not None]
     projections.reverse()  # the latest first
     matches = match_columns(target, [as_rows(p.out, n, t) for p in projections])
-    norm = None
+    norm = unit = None
     if any(m is None for m in matches):
         norm, matches = _through_norm(target, trace, before, n, t, projections, calls)
     if any(m is None for m in matches):
+        unit, matches = _through_unit_norm(target, c, [as_rows(p.out, n, t) for p in projections])
+    if any(m is None for m in matches):
+        _refuse_shared(target, trace, before, n, t, projections, calls, what)
         raise Underivable(
             "not bilinear",
             f"the {what} of the attention product are not copies of any projection's outputs "
@@ -159,14 +163,57 @@ def _side(operand: torch.Tensor, trace: Trace, before: int, what: str, calls: li
     projection = projections[sources.pop()]
     rows = [[matches[head * c + j].column for j in range(c)] for head in range(h)]
     factors = [m.factor for m in matches]
-    if max(factors) - min(factors) > 1e-6 * max(abs(f) for f in factors) and norm is None:
+    if max(factors) - min(factors) > 1e-6 * max(abs(f) for f in factors) and norm is None and unit is None:
         raise Underivable(
             "not bilinear", f"the {what} are scaled differently per column ({min(factors)} to {max(factors)})"
         )
     offsets = torch.tensor([m.offset / m.factor for m in matches], dtype=torch.float64).reshape(h, c)
     scale = max(float(target.abs().max()), 1e-300)
-    added = offsets if norm is None and float(offsets.abs().max()) > 1e-6 * scale else None
-    return Side(projection, rows, matches[0].factor, norm, added)
+    added = offsets if norm is None and unit is None and float(offsets.abs().max()) > 1e-6 * scale else None
+    return Side(projection, rows, matches[0].factor, norm, added, unit_norm=unit)
+
+
+def _refuse_shared(target, trace: Trace, before: int, n: int, t: int, projections, calls, what: str) -> None:
+    """Raise "layout" where the operand is another attention's normalised projection (Gemma 3n's
+    layers that reuse an earlier layer's keys and values, and hold no k_proj of their own)."""
+    inside = {c.index for c in calls}
+    outside = [c for c in trace.calls if c.index not in inside]
+    norm, matches = _through_norm(target, trace, before, n, t, projections, outside)
+    if norm is None or any(m is None for m in matches):
+        return
+    source = projections[matches[0].source]
+    if source.calls and source.calls[-1] not in inside:
+        raise Underivable(
+            "layout",
+            f"the {what} are {source.weight}'s outputs through {norm.name}, another attention's "
+            "(shared across layers): no record field names a projection of another layer",
+        )
+
+
+def unit_chunks(rows: torch.Tensor, width: int, centred: bool) -> torch.Tensor | None:
+    """rows [N, m] with each chunk of width columns (a head) scaled to unit RMS, centred first
+    (a LayerNorm's); None when width does not divide m."""
+    if rows.shape[1] % width:
+        return None
+    z = rows.reshape(rows.shape[0], -1, width)
+    z = z - z.mean(-1, keepdim=True) if centred else z
+    return (z / z.pow(2).mean(-1, keepdim=True).sqrt().clamp_min(1e-300)).reshape(rows.shape)
+
+
+def _through_unit_norm(target, c: int, sources: list) -> tuple[str | None, list]:
+    """Columns matched through a QK-norm without a gain (a weightless RMSNorm, F.rms_norm, an L2
+    norm; centred: a LayerNorm's): each head of the operand, scaled to unit RMS, is a head of a
+    projection's output scaled so. Returns ("rms" or "centred", matches) or (None, [None])."""
+    for kind in ("rms", "centred"):
+        centred = kind == "centred"
+        units = [unit_chunks(s, c, centred) if s is not None else None for s in sources]
+        if all(u is None for u in units):
+            break
+        units = [u if u is not None else torch.zeros(target.shape[0], 0, dtype=torch.float64) for u in units]
+        found = match_columns(unit_chunks(target, c, centred), units)
+        if all(m is not None for m in found):
+            return kind, found
+    return None, [None]
 
 
 def _norm_calls(calls: list[ModuleCall], before: int) -> list[ModuleCall]:
