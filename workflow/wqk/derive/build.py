@@ -122,9 +122,20 @@ def build(config, cls=None, dtype: torch.dtype = torch.float64) -> torch.nn.Modu
     size = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
     if size > MAX_BYTES:  # a default the shrinking missed (a table of positions squared): not tiny
         raise MemoryError(f"the tiny model holds {size / 2**30:.1f} GiB of parameters and buffers")
+    complex_buffers = {n: b for n, b in model.named_buffers() if b.is_complex()}
     model.eval().to(dtype)
+    _keep_complex(model, complex_buffers, dtype)
     _fit_rope_sections(model)
     return randomised(model)
+
+
+def _keep_complex(model, buffers: dict, dtype: torch.dtype) -> None:
+    """Complex buffers (Llama 4's vision rotations, freqs_ci) complex still, at dtype's precision:
+    Module.to(float64) would keep their real parts alone."""
+    for name, value in buffers.items():
+        owner, _, leaf = name.rpartition(".")
+        wide = torch.complex128 if dtype == torch.float64 else torch.complex64
+        setattr(model.get_submodule(owner), leaf, value.to(wide))
 
 
 def randomised(model: torch.nn.Module) -> torch.nn.Module:

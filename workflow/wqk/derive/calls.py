@@ -133,7 +133,9 @@ def fit_scale(scores, other_scores, out, other_out, open_, tol: float = 1e-6) ->
     return s, bool((rest.abs() > 1e-6 * out.abs().max()).any())
 
 
-def _side(operand: torch.Tensor, trace: Trace, before: int, what: str, calls: list[ModuleCall]) -> Side:
+def _side(
+    operand: torch.Tensor, trace: Trace, before: int, what: str, calls: list[ModuleCall], whole: bool = True
+) -> Side:
     """Trace the columns of one operand [N, H, T, c] back to one projection (through a QK-norm)."""
     n, h, t, c = operand.shape
     target = operand.permute(0, 2, 1, 3).reshape(n * t, h * c)
@@ -147,10 +149,13 @@ def _side(operand: torch.Tensor, trace: Trace, before: int, what: str, calls: li
         unit, matches = _through_unit_norm(target, c, [as_rows(p.out, n, t) for p in projections])
     if any(m is None for m in matches):
         _refuse_shared(target, trace, before, n, t, projections, calls, what)
+        if whole:
+            _refuse_joined(operand, trace, before, what, calls)
         raise Underivable(
             "not bilinear",
-            f"the {what} of the attention product are not copies of any projection's outputs "
-            "(latent attention, normalised or position-mixed q/k)",
+            f"the {what} of the attention product are no projection's outputs, nor through a QK-norm "
+            "(latent attention through a per-token norm, q/k convolved over tokens, routed per token, "
+            "or rescaled per channel after the rotary)",
         )
     sources = {m.source for m in matches}
     if len(sources) != 1:
@@ -187,6 +192,24 @@ def _refuse_shared(target, trace: Trace, before: int, n: int, t: int, projection
             "layout",
             f"the {what} are {source.weight}'s outputs through {norm.name}, another attention's "
             "(shared across layers): no record field names a projection of another layer",
+        )
+
+
+def _refuse_joined(operand: torch.Tensor, trace: Trace, before: int, what: str, calls) -> None:
+    """Raise "layout" where the operand's tokens are two runs, each a projection's outputs over
+    an input of its own (T5Gemma 2's decoder: its own keys and the encoder's under one softmax)."""
+    t = operand.shape[-2]
+    counts = {p.out.shape[-2] for p in trace.projections if p.seq < before and p.out.ndim >= 3}
+    for first in sorted(c for c in counts if 0 < c < t and t - c in counts):
+        try:
+            a = _side(operand[..., :first, :], trace, before, what, calls, whole=False)
+            b = _side(operand[..., first:, :], trace, before, what, calls, whole=False)
+        except Underivable:
+            continue
+        raise Underivable(
+            "layout",
+            f"the {what} join {a.projection.weight}'s and {b.projection.weight}'s outputs over two inputs "
+            f"({first} and {t - first} tokens, self- and cross-attention under one softmax): no record layout names it",
         )
 
 
@@ -319,6 +342,8 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
         except Underivable as e:
             error = error or e
     else:
+        _refuse_channels(trace, product, calls)
+        _refuse_pooled(trace, product, calls)
         raise error
     out = _heads_view(product.out, batch)
     scores = _heads_view(softmax.scores, batch)
@@ -337,6 +362,40 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
         call, product, softmax, q_side, k_side, a.shape[1], a.shape[-1], scale, extra, position,
         _mask_kind(open_[0, 0]) if not cross else "full", cross,
     )  # fmt: skip
+
+
+def _refuse_channels(trace: Trace, product: Product, calls: list[ModuleCall]) -> None:
+    """Raise where the product contracts the tokens: its operands transposed are a projection's
+    outputs (channel attention: DaViT's in Florence 2, XCiT's), logits between channels."""
+    for batch in _batches(trace, product, calls):
+        try:
+            a = _heads_view(product.a, batch).transpose(-1, -2)
+            _side(a, trace, product.seq, "queries", calls, whole=False)
+        except Underivable:
+            continue
+        raise Underivable(
+            "not bilinear",
+            "attention over channels: the product sums over the tokens (q and k transposed, DaViT's and "
+            "XCiT's channel attention), so its logits compare channels, not tokens",
+        )
+
+
+def _refuse_pooled(trace: Trace, product: Product, calls: list[ModuleCall]) -> None:
+    """Raise where there are fewer queries than keys, the keys a projection's outputs and the
+    queries none: queries pooled over windows of tokens (Hiera's max-pooled queries)."""
+    tq, tk = product.a.shape[-2], product.k.shape[-2]
+    if tq >= tk or tk % tq:
+        return
+    for batch in _batches(trace, product, calls):
+        try:
+            _side(_heads_view(product.k, batch), trace, product.seq, "keys", calls, whole=False)
+        except Underivable:
+            continue
+        raise Underivable(
+            "not bilinear",
+            f"the {tq} queries are pooled over windows of the {tk} tokens the keys read (no projection's outputs: "
+            "Hiera's max-pooled queries), not a form of two tokens' vectors",
+        )
 
 
 def _learned_queries(trace: Trace, softmax: Softmax, again: Trace, other: Softmax) -> bool:

@@ -120,7 +120,18 @@ def seen(call: AttentionCall, first: Trace, again: Trace) -> Seen:
             _unit_scaling(side, operand, projection)
             for side, operand, projection in zip((call.q, call.k), (product.a, product.k), projections)
         ]
-    return Seen(call.call.name, projections[0].x, projections[1].x, softmax.scores, *scalings)
+    xs = [_batch_first(p.x, operand) for p, operand in zip(projections, (call.product.a, call.product.k))]
+    return Seen(call.call.name, xs[0], xs[1], softmax.scores, *scalings)
+
+
+def _batch_first(x: torch.Tensor, operand: torch.Tensor) -> torch.Tensor:
+    """A projection's input as [N*T, d] rows batch-major, where it came time-first [T, N, d]
+    (FSMT's fairseq layout); as it is otherwise."""
+    t = operand.shape[-2]
+    n = x.numel() // (x.shape[-1] * t)
+    if x.ndim == 3 and x.shape[:2] == (t, n) and t != n:
+        return x.transpose(0, 1).reshape(n * t, -1)
+    return x
 
 
 def _unit_scaling(side: Side, operand: torch.Tensor, projection) -> torch.Tensor:
