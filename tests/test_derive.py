@@ -718,3 +718,5 @@ def test_channel_attention_and_pooled_queries_are_refused_by_name():
     assert florence.category == "not bilinear" and "channels" in florence.reason, florence.reason
     hiera = derive("hiera")
     assert hiera.category == "not bilinear" and "pooled" in hiera.reason, hiera.reason
+    squeezebert = derive("squeezebert")  # q_groups, k_groups: block-diagonal projections
+    assert squeezebert.category == "layout" and "grouped 1x1" in squeezebert.reason, squeezebert.reason

@@ -151,6 +151,7 @@ def _side(
         _refuse_shared(target, trace, before, n, t, projections, calls, what)
         if whole:
             _refuse_joined(operand, trace, before, what, calls)
+        _refuse_grouped(trace, calls, what)
         raise Underivable(
             "not bilinear",
             f"the {what} of the attention product are no projection's outputs, nor through a QK-norm "
@@ -192,6 +193,19 @@ def _refuse_shared(target, trace: Trace, before: int, n: int, t: int, projection
             "layout",
             f"the {what} are {source.weight}'s outputs through {norm.name}, another attention's "
             "(shared across layers): no record field names a projection of another layer",
+        )
+
+
+def _refuse_grouped(trace: Trace, calls: list[ModuleCall], what: str) -> None:
+    """Raise "layout" where the attention ran grouped 1x1 convolutions (SqueezeBERT's q_groups,
+    k_groups): block-diagonal projections that the records cannot read."""
+    inside = {c.index for c in calls}
+    names = sorted({w for at, w in trace.grouped if at and at[-1] in inside})
+    if names:
+        raise Underivable(
+            "layout",
+            f"the {what} come from grouped 1x1 convolutions {names[:2]} (block-diagonal weights stored "
+            "[out, in / groups, 1]): no record field expands them",
         )
 
 
