@@ -662,7 +662,7 @@ def test_vision_inputs_and_sizes_follow_the_forward_and_the_config():
     assert derive("xclip_vision_model").category == "layout"
     florence = tiny_config("florence_vision")
     assert all(w % h == 0 for w, h in zip(florence.embed_dim, florence.num_heads))
-    assert derive("llama4_vision_model").category == "not bilinear"  # its rotary in complex numbers
+    assert derive("llama4_vision_model").ok  # its rotary in complex numbers, kept complex in float64
     assert derive("idefics2").ok  # its perceiver resampler runs on its own: a context and its mask
     bridge = tiny_config("bridgetower_vision_model")
     assert set(forward_inputs(build(bridge, model_class(bridge)))) == {"image"}
@@ -962,3 +962,40 @@ def test_a_composites_parts_get_the_states_their_signature_names():
     assert derive("sam3_detr_decoder").ok
     mask = derive("sam3_mask_decoder")
     assert mask.category == "layout" and "only attention is cross-attention" in mask.reason, mask.reason
+
+
+def test_rotations_and_qk_norms_the_forward_computes_its_own_way():
+    """RoFormer's rotary from a frozen [sin | cos] table (kept as built, made sin 0, cos 1 while
+    tracing, then the fixed formula over the head); Phi-MoE's frequencies recomputed in each forward
+    (its positions made 0); NanoChat's QK-norm without a gain (blocks marked qk_norm_gain_folded);
+    Gemma 3n's layers that reuse another layer's keys: layout, named."""
+    roformer = derive("roformer")
+    assert roformer.ok and roformer.record.rope.layout == "interleaved", roformer.reason
+    assert derive("phimoe").ok
+    nanochat = derive("nanochat")
+    assert nanochat.ok and nanochat.record.attention[0].qk_norm_unit, nanochat.reason
+    gemma3n = derive("gemma3n_text")
+    assert gemma3n.category == "layout" and "shared across layers" in gemma3n.reason, gemma3n.reason
+
+
+def test_layouts_and_rotations_of_their_own_are_read_or_refused_by_name():
+    """FSMT's time-first [T, B, E] projections read batch-major; V-JEPA 2's 3-d rotary computed in
+    its attention from its own positions undone while tracing (left out of the record); T5Gemma 2's
+    decoder keys that join its own tokens' and the encoder's under one softmax: layout, named."""
+    assert derive("fsmt").ok
+    vjepa2 = derive("vjepa2")
+    assert vjepa2.ok and vjepa2.record.rope is None, vjepa2.reason
+    t5gemma2 = derive("t5gemma2_decoder")
+    assert t5gemma2.category == "layout" and "one softmax" in t5gemma2.reason, t5gemma2.reason
+    assert derive("mlcd_vision_model").ok  # its class token's learned angle, beside the rotary's call
+
+
+def test_channel_attention_and_pooled_queries_are_refused_by_name():
+    """Florence 2's DaViT channel attention (q and k transposed: logits between channels) and
+    Hiera's max-pooled queries: not bilinear, each reason naming its mechanism."""
+    florence = derive("florence_vision")
+    assert florence.category == "not bilinear" and "channels" in florence.reason, florence.reason
+    hiera = derive("hiera")
+    assert hiera.category == "not bilinear" and "pooled" in hiera.reason, hiera.reason
+    squeezebert = derive("squeezebert")  # q_groups, k_groups: block-diagonal projections
+    assert squeezebert.category == "layout" and "grouped 1x1" in squeezebert.reason, squeezebert.reason

@@ -133,7 +133,20 @@ def read_qk(ckpt: Checkpoint, site: Site) -> AttentionBlock:
         linear_heads(wk, site.kv_heads),
         storage=_storage(store, [site.name(a.weight, p) for p in a.qk] if a.fused in (None, "kv") else [name]),
     )
+    if a.qk_norm_unit:
+        return _unit_qk_norm(site, block)
     return _fold_qk_norm(ckpt, site, block) if a.qk_norm else block
+
+
+def _unit_qk_norm(site: Site, block: AttentionBlock) -> AttentionBlock:
+    """The block of a QK-norm without a gain (Attention.qk_norm_unit): its factors as they are
+    (a LayerNorm's centring folded), marked form="qk_norm_gain_folded"."""
+
+    def centred(factor: torch.Tensor) -> torch.Tensor:
+        f = factor.to(torch.promote_types(factor.dtype, torch.float32))
+        return f - f.mean(dim=2, keepdim=True) if site.attention.qk_norm_centred else f
+
+    return dataclasses.replace(block, q=centred(block.q), k=centred(block.k), form="qk_norm_gain_folded")
 
 
 def _ungated(w: torch.Tensor, heads: int) -> torch.Tensor:

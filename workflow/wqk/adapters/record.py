@@ -78,6 +78,8 @@ class Attention:
       subtraction, linear, is folded too (Q_h' = Q_h (I - 11^T / head_dim) diag(g));
       "projection": a LayerNorm over the whole projection, all heads together (ESMC): the mean
       over every head's columns is subtracted.
+    qk_norm_unit: a QK-norm without a gain (NanoChat's and Llama 4's weightless RMSNorm, an L2
+      norm): the blocks are marked "qk_norm_gain_folded" with a unit gain (qk_norm None).
     as_decoder: config flag that files the stack as "decoder" (a BERT trained causally).
     required: False where the stack may be absent (an encoder-only export yields no decoder).
     alternative: read only when the previous Attention of the same stack found nothing (ViT's
@@ -117,6 +119,7 @@ class Attention:
     norm_centred: bool | None = None
     qk_norm: tuple[str, str] | None = None
     qk_norm_centred: bool | str = False
+    qk_norm_unit: bool = False
     as_decoder: str | None = None
     required: bool = True
     alternative: bool = False

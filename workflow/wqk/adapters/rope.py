@@ -112,7 +112,7 @@ class ModelRope:
 
     def _inv_freq(self, layer_type: str | None) -> torch.Tensor:
         if self.rotary is None:  # GPT-J: GPTJRotaryEmbedding's create_sinusoidal_positions, base 10000
-            return _default_inv_freq(10000.0, self.config.rotary_dim or self.config.hidden_size)
+            return _default_inv_freq(10000.0, _fixed_formula_dim(self.config))
         name = f"{layer_type}_inv_freq" if layer_type else "inv_freq"
         if not hasattr(self.rotary, name):
             raise CorruptCheckpoint(
@@ -123,3 +123,11 @@ class ModelRope:
 
     def _context(self) -> int:
         return int(self.config.max_position_embeddings)  # GPT-J: n_positions, by its attribute_map
+
+
+def _fixed_formula_dim(config) -> int:
+    """The dims the fixed formula rotates: GPT-J's rotary_dim (None: its hidden size); a config
+    without one rotates each head whole (RoFormer's sinusoidal table over the head dim)."""
+    if hasattr(config, "rotary_dim"):
+        return config.rotary_dim or config.hidden_size
+    return config.hidden_size // config.num_attention_heads

@@ -145,14 +145,26 @@ def build(config, cls=None, dtype: torch.dtype = torch.float64) -> torch.nn.Modu
     size = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
     if size > MAX_BYTES:  # a default the shrinking missed (a table of positions squared): not tiny
         raise MemoryError(f"the tiny model holds {size / 2**30:.1f} GiB of parameters and buffers")
+    complex_buffers = {n: b for n, b in model.named_buffers() if b.is_complex()}
     model.eval().to(dtype)
+    _keep_complex(model, complex_buffers, dtype)
     _fit_rope_sections(model)
     return randomised(model)
 
 
+def _keep_complex(model, buffers: dict, dtype: torch.dtype) -> None:
+    """Complex buffers (Llama 4's vision rotations, freqs_ci) complex still, at dtype's precision:
+    Module.to(float64) would keep their real parts alone."""
+    for name, value in buffers.items():
+        owner, _, leaf = name.rpartition(".")
+        wide = torch.complex128 if dtype == torch.float64 else torch.complex64
+        setattr(model.get_submodule(owner), leaf, value.to(wide))
+
+
 def randomised(model: torch.nn.Module) -> torch.nn.Module:
     """model's parameters drawn afresh from a fixed seed, in place: 1-d ones around 1 (gains) or
-    0 (biases), matrices and convolutions with unit-variance outputs; learned scalars kept."""
+    0 (biases), matrices and convolutions with unit-variance outputs; learned scalars and frozen
+    parameters kept."""
     generator = torch.Generator().manual_seed(SEED + 1)
     # a convolution's outputs each sum its input channels times its kernel ([out, in, *kernel]): the
     # kernel alone would let each of a deep backbone's convolutions widen its activations (RT-DETR's
@@ -162,6 +174,8 @@ def randomised(model: torch.nn.Module) -> torch.nn.Module:
         for name, p in model.named_parameters():
             noise = torch.randn(p.shape, generator=generator, dtype=p.dtype)
             if p.ndim == 0:  # a learned scalar (CLIP's logit scale): kept
+                continue
+            if not p.requires_grad:  # a frozen table the class computes (RoFormer's sinusoids): as built
                 continue
             if p.ndim == 1:
                 p.copy_((0.0 if name.endswith("bias") else 1.0) + 0.2 * noise)

@@ -43,6 +43,7 @@ class Side:
     norm: ModuleCall | None = None  # the QK-norm call between projection and product
     offset: torch.Tensor | None = None  # [H, c]: a bias added after the projection (None: none)
     norm_heads: list[ModuleCall] | None = None  # per-head QK-norm calls (one module per head)
+    unit_norm: str | None = None  # a QK-norm without a gain between projection and product: "rms" or "centred"
 
 
 @dataclass
@@ -141,21 +142,30 @@ def fit_scale(scores, other_scores, out, other_out, open_, tol: float = 1e-6) ->
     return s, bool((rest.abs() > 1e-6 * out.abs().max()).any())
 
 
-def _side(operand: torch.Tensor, trace: Trace, before: int, what: str, calls: list[ModuleCall]) -> Side:
+def _side(
+    operand: torch.Tensor, trace: Trace, before: int, what: str, calls: list[ModuleCall], whole: bool = True
+) -> Side:
     """Trace the columns of one operand [N, H, T, c] back to one projection (through a QK-norm)."""
     n, h, t, c = operand.shape
     target = operand.permute(0, 2, 1, 3).reshape(n * t, h * c)
     projections = [p for p in trace.projections if p.seq < before and as_rows(p.out, n, t) is not None]
     projections.reverse()  # the latest first
     matches = match_columns(target, [as_rows(p.out, n, t) for p in projections])
-    norm = None
+    norm = unit = None
     if any(m is None for m in matches):
         norm, matches = _through_norm(target, trace, before, n, t, projections, calls)
     if any(m is None for m in matches):
+        unit, matches = _through_unit_norm(target, c, [as_rows(p.out, n, t) for p in projections])
+    if any(m is None for m in matches):
+        _refuse_shared(target, trace, before, n, t, projections, calls, what)
+        if whole:
+            _refuse_joined(operand, trace, before, what, calls)
+        _refuse_grouped(trace, calls, what)
         raise Underivable(
             "not bilinear",
-            f"the {what} of the attention product are not copies of any projection's outputs "
-            "(latent attention, normalised or position-mixed q/k)",
+            f"the {what} of the attention product are no projection's outputs, nor through a QK-norm "
+            "(latent attention through a per-token norm, q/k convolved over tokens, routed per token, "
+            "or rescaled per channel after the rotary)",
         )
     sources = {m.source for m in matches}
     if len(sources) != 1:
@@ -168,14 +178,88 @@ def _side(operand: torch.Tensor, trace: Trace, before: int, what: str, calls: li
     projection = projections[sources.pop()]
     rows = [[matches[head * c + j].column for j in range(c)] for head in range(h)]
     factors = [m.factor for m in matches]
-    if max(factors) - min(factors) > 1e-6 * max(abs(f) for f in factors) and norm is None:
+    if max(factors) - min(factors) > 1e-6 * max(abs(f) for f in factors) and norm is None and unit is None:
         raise Underivable(
             "not bilinear", f"the {what} are scaled differently per column ({min(factors)} to {max(factors)})"
         )
     offsets = torch.tensor([m.offset / m.factor for m in matches], dtype=torch.float64).reshape(h, c)
     scale = max(float(target.abs().max()), 1e-300)
-    added = offsets if norm is None and float(offsets.abs().max()) > 1e-6 * scale else None
-    return Side(projection, rows, matches[0].factor, norm, added)
+    added = offsets if norm is None and unit is None and float(offsets.abs().max()) > 1e-6 * scale else None
+    return Side(projection, rows, matches[0].factor, norm, added, unit_norm=unit)
+
+
+def _refuse_shared(target, trace: Trace, before: int, n: int, t: int, projections, calls, what: str) -> None:
+    """Raise "layout" where the operand is another attention's normalised projection (Gemma 3n's
+    layers that reuse an earlier layer's keys and values, and hold no k_proj of their own)."""
+    inside = {c.index for c in calls}
+    outside = [c for c in trace.calls if c.index not in inside]
+    norm, matches = _through_norm(target, trace, before, n, t, projections, outside)
+    if norm is None or any(m is None for m in matches):
+        return
+    source = projections[matches[0].source]
+    if source.calls and source.calls[-1] not in inside:
+        raise Underivable(
+            "layout",
+            f"the {what} are {source.weight}'s outputs through {norm.name}, another attention's "
+            "(shared across layers): no record field names a projection of another layer",
+        )
+
+
+def _refuse_grouped(trace: Trace, calls: list[ModuleCall], what: str) -> None:
+    """Raise "layout" where the attention ran grouped 1x1 convolutions (SqueezeBERT's q_groups,
+    k_groups): block-diagonal projections that the records cannot read."""
+    inside = {c.index for c in calls}
+    names = sorted({w for at, w in trace.grouped if at and at[-1] in inside})
+    if names:
+        raise Underivable(
+            "layout",
+            f"the {what} come from grouped 1x1 convolutions {names[:2]} (block-diagonal weights stored "
+            "[out, in / groups, 1]): no record field expands them",
+        )
+
+
+def _refuse_joined(operand: torch.Tensor, trace: Trace, before: int, what: str, calls) -> None:
+    """Raise "layout" where the operand's tokens are two runs, each a projection's outputs over
+    an input of its own (T5Gemma 2's decoder: its own keys and the encoder's under one softmax)."""
+    t = operand.shape[-2]
+    counts = {p.out.shape[-2] for p in trace.projections if p.seq < before and p.out.ndim >= 3}
+    for first in sorted(c for c in counts if 0 < c < t and t - c in counts):
+        try:
+            a = _side(operand[..., :first, :], trace, before, what, calls, whole=False)
+            b = _side(operand[..., first:, :], trace, before, what, calls, whole=False)
+        except Underivable:
+            continue
+        raise Underivable(
+            "layout",
+            f"the {what} join {a.projection.weight}'s and {b.projection.weight}'s outputs over two inputs "
+            f"({first} and {t - first} tokens, self- and cross-attention under one softmax): no record layout names it",
+        )
+
+
+def unit_chunks(rows: torch.Tensor, width: int, centred: bool) -> torch.Tensor | None:
+    """rows [N, m] with each chunk of width columns (a head) scaled to unit RMS, centred first
+    (a LayerNorm's); None when width does not divide m."""
+    if rows.shape[1] % width:
+        return None
+    z = rows.reshape(rows.shape[0], -1, width)
+    z = z - z.mean(-1, keepdim=True) if centred else z
+    return (z / z.pow(2).mean(-1, keepdim=True).sqrt().clamp_min(1e-300)).reshape(rows.shape)
+
+
+def _through_unit_norm(target, c: int, sources: list) -> tuple[str | None, list]:
+    """Columns matched through a QK-norm without a gain (a weightless RMSNorm, F.rms_norm, an L2
+    norm; centred: a LayerNorm's): each head of the operand, scaled to unit RMS, is a head of a
+    projection's output scaled so. Returns ("rms" or "centred", matches) or (None, [None])."""
+    for kind in ("rms", "centred"):
+        centred = kind == "centred"
+        units = [unit_chunks(s, c, centred) if s is not None else None for s in sources]
+        if all(u is None for u in units):
+            break
+        units = [u if u is not None else torch.zeros(target.shape[0], 0, dtype=torch.float64) for u in units]
+        found = match_columns(unit_chunks(target, c, centred), units)
+        if all(m is not None for m in found):
+            return kind, found
+    return None, [None]
 
 
 def _norm_calls(calls: list[ModuleCall], before: int) -> list[ModuleCall]:
@@ -283,6 +367,8 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
         except Underivable as e:
             error = error or e
     else:
+        _refuse_channels(trace, product, calls)
+        _refuse_pooled(trace, product, calls)
         raise error
     out = _heads_view(product.out, batch)
     scores = _heads_view(softmax.scores, batch)
@@ -301,6 +387,40 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
         call, product, softmax, q_side, k_side, a.shape[1], a.shape[-1], scale, extra, position,
         _mask_kind(open_[0, 0]) if not cross else "full", cross,
     )  # fmt: skip
+
+
+def _refuse_channels(trace: Trace, product: Product, calls: list[ModuleCall]) -> None:
+    """Raise where the product contracts the tokens: its operands transposed are a projection's
+    outputs (channel attention: DaViT's in Florence 2, XCiT's), logits between channels."""
+    for batch in _batches(trace, product, calls):
+        try:
+            a = _heads_view(product.a, batch).transpose(-1, -2)
+            _side(a, trace, product.seq, "queries", calls, whole=False)
+        except Underivable:
+            continue
+        raise Underivable(
+            "not bilinear",
+            "attention over channels: the product sums over the tokens (q and k transposed, DaViT's and "
+            "XCiT's channel attention), so its logits compare channels, not tokens",
+        )
+
+
+def _refuse_pooled(trace: Trace, product: Product, calls: list[ModuleCall]) -> None:
+    """Raise where there are fewer queries than keys, the keys a projection's outputs and the
+    queries none: queries pooled over windows of tokens (Hiera's max-pooled queries)."""
+    tq, tk = product.a.shape[-2], product.k.shape[-2]
+    if tq >= tk or tk % tq:
+        return
+    for batch in _batches(trace, product, calls):
+        try:
+            _side(_heads_view(product.k, batch), trace, product.seq, "keys", calls, whole=False)
+        except Underivable:
+            continue
+        raise Underivable(
+            "not bilinear",
+            f"the {tq} queries are pooled over windows of the {tk} tokens the keys read (no projection's outputs: "
+            "Hiera's max-pooled queries), not a form of two tokens' vectors",
+        )
 
 
 def _learned_queries(trace: Trace, softmax: Softmax, again: Trace, other: Softmax) -> bool:

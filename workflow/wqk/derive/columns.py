@@ -20,9 +20,12 @@ TOL = 1e-7  # float64 copies; 1e-7 admits the ones that went through float32 (GP
 
 def as_rows(t: torch.Tensor, batch: int, tokens: int) -> torch.Tensor | None:
     """t as [B*T, m] float64 when its leading dims hold B x T tokens (batch first: [B, T, ...],
-    [B*T, ...], [B, height, width, ...]; or heads first: [B, H, T, c]); None otherwise."""
+    [B*T, ...], [B, height, width, ...]; or heads first: [B, H, T, c]; or time first: [T, B, m],
+    fairseq's layout in FSMT); None otherwise."""
     if not isinstance(t, torch.Tensor) or t.ndim < 2:
         return None
+    if t.ndim == 3 and t.shape[:2] == (tokens, batch) and tokens != batch:
+        return t.transpose(0, 1).reshape(batch * tokens, -1).double()
     if t.ndim == 4 and t.shape[0] == batch and t.shape[2] == tokens and t.shape[1] != tokens:
         return t.permute(0, 2, 1, 3).reshape(batch * tokens, -1).double()
     lead = 1

@@ -209,8 +209,10 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
     if call.cross and (source := _norm_source(trace, k.projection.x, k.projection.seq)) is not None:
         k_norm = source.name + ".weight"
     qk_norm, qk_centred = None, False
-    if (q.norm is None) != (k.norm is None):
-        raise Underivable("layout", f"{call.call.name}: a QK-norm on only one of queries and keys")
+    if (q.norm is None) != (k.norm is None) or q.unit_norm != k.unit_norm:
+        raise Underivable("layout", f"{call.call.name}: a QK-norm on only one of queries and keys, or two kinds")
+    if q.unit_norm is not None:
+        qk_centred = q.unit_norm == "centred"
     if q.norm is not None:
         qk_norm = (q.norm.name + ".weight", k.norm.name + ".weight")
         offset, qk_centred = norm_kind(q.norm)
@@ -239,6 +241,7 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
         gain_offset=gain_offset,
         norm_centred=centred,
         qk_norm_centred=qk_centred,
+        qk_norm_unit=q.unit_norm is not None,
     )
     return SiteFacts(
         stack, attention, call.call.name, heads_list, q_bias, q.projection.weight, k.projection.weight, norm.name + ".weight" if norm else None,

@@ -73,6 +73,7 @@ class Trace:
     softmaxes: list[Softmax] = field(default_factory=list)
     calls: list[ModuleCall] = field(default_factory=list)
     parameters: dict = field(default_factory=dict)  # name -> parameter of the traced model
+    grouped: list[tuple[tuple[int, ...], str]] = field(default_factory=list)  # (calls, weight) of grouped 1x1 convs
     added: set[int] = field(default_factory=set)  # ids of the tensors some addition read (residual adds)
     _alive: list = field(default_factory=list)  # those tensors, kept so that their ids stay theirs
 
@@ -192,6 +193,8 @@ class Tracer(TorchFunctionMode):
             x, w = args[0], args[1] if len(args) > 1 else kwargs["weight"]
             b = args[2] if len(args) > 2 else kwargs.get("bias")
             wn = self._param(w)
+            if wn is not None and w.ndim == 3 and w.shape[-1] == 1 and x.ndim == 3 and w.shape[1] < x.shape[1]:
+                self.trace.grouped.append((calls, wn))  # groups > 1: a block-diagonal projection (SqueezeBERT)
             pointwise = w.ndim == x.ndim and all(n == 1 for n in w.shape[2:]) and _plain_conv(args, kwargs)
             if wn is not None and pointwise and x.ndim in (3, 4) and w.shape[1] == x.shape[1]:
                 self.trace.projections.append(

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from ..adapters.record import DERIVED, Record, Rotary, Tiny
 from .calls import AttentionCall, Underivable, _heads_view, _product_of, attention_calls, fit_scale, open_positions
@@ -50,26 +51,105 @@ def _rotary_modules(model) -> list[tuple[str, torch.nn.Module]]:
 
 @contextlib.contextmanager
 def no_rotation(model):
-    """Every rotary frequency buffer zeroed (cos 1, sin 0: no rotation), and every table of
-    [sin | cos] per position (GPT-J's, CodeGen's embed_positions) made sin 0, cos 1; restored
-    afterwards."""
-    saved = []
+    """Every rotary frequency buffer zeroed (cos 1, sin 0: no rotation), every rotary module's
+    positions made 0 (Phi-MoE's recomputes its frequencies from the config in each forward),
+    every table of [sin | cos] per position (GPT-J's, CodeGen's embed_positions buffer, RoFormer's
+    frozen embedding) made sin 0, cos 1, every table of unit complex numbers (Llama 4's vision
+    freqs_ci) made 1, and sines and cosines taken in an attention module's own forward (V-JEPA 2's
+    3-d rotary) or beside a rotary module's call (MLCD's class token) made 0 and 1 (_NoAngles);
+    restored afterwards."""
+    saved, hooks = [], []
+    for _, buf in model.named_buffers():
+        if buf.is_complex() and buf.numel() and bool(((buf.abs() - 1).abs() < 1e-5).all()):
+            saved.append((buf, buf.clone()))
+            buf.fill_(1)
     for _, module in _rotary_modules(model):
+        hooks.append(module.register_forward_pre_hook(_at_position_zero, with_kwargs=True))
         for name, buf in module.named_buffers(recurse=False):
             if name.endswith("inv_freq"):
                 saved.append((buf, buf.clone()))
                 buf.zero_()
-    for name, buf in model.named_buffers():
-        if name.endswith("embed_positions") and buf.is_floating_point() and buf.ndim == 2 and buf.shape[-1] % 2 == 0:
-            saved.append((buf, buf.clone()))
-            half = buf.shape[-1] // 2
+    for buf in _sinusoid_tables(model):
+        saved.append((buf, buf.clone()))
+        half = buf.shape[-1] // 2
+        with torch.no_grad():
             buf[:, :half] = 0.0
             buf[:, half:] = 1.0
+    angles = _NoAngles(model)
     try:
-        yield
+        with angles:
+            yield
     finally:
-        for buf, value in saved:
-            buf.copy_(value)
+        angles.close()
+        for hook in hooks:
+            hook.remove()
+        with torch.no_grad():
+            for buf, value in saved:
+                buf.copy_(value)
+
+
+class _NoAngles(TorchFunctionMode):
+    """sin 0 and cos 1 for every sine and cosine taken in the own forward of an attention module (a
+    rotary computed there from positions of its own: V-JEPA 2's) or of a module that calls a rotary
+    module (learned angles beside it: MLCD's class token's)."""
+
+    def __init__(self, model):
+        from .run import attention_modules
+
+        super().__init__()
+        rotary = {id(m) for _, m in _rotary_modules(model)}
+        self.angled = {id(m) for _, m, _ in attention_modules(model)}
+        self.angled |= {id(m) for m in model.modules() if any(id(c) in rotary for c in m.children())}
+        self.open: list[int] = []
+        self.handles = []
+        for module in model.modules():
+            self.handles.append(module.register_forward_pre_hook(self._enter))
+            self.handles.append(module.register_forward_hook(self._leave, always_call=True))
+
+    def _enter(self, module, _):
+        self.open.append(id(module))
+
+    def _leave(self, *_):
+        if self.open:
+            self.open.pop()
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = getattr(func, "__name__", "")
+        if self.open and self.open[-1] in self.angled and name in ("sin", "cos") and isinstance(out, torch.Tensor):
+            return torch.zeros_like(out) if name == "sin" else torch.ones_like(out)
+        return out
+
+
+def _sinusoid_tables(model) -> list[torch.Tensor]:
+    """The [sin | cos] tables per position: embed_positions buffers, and frozen embed_positions
+    weights whose position 0 reads sin 0, cos 1 (a learned table never does)."""
+    found = [
+        t
+        for name, t in model.named_buffers()
+        if name.endswith("embed_positions") and t.is_floating_point() and t.ndim == 2 and t.shape[-1] % 2 == 0
+    ]
+    for name, p in model.named_parameters():
+        if name.endswith("embed_positions.weight") and not p.requires_grad and p.ndim == 2 and p.shape[-1] % 2 == 0:
+            half = p.shape[-1] // 2
+            if bool((p[0, :half] == 0).all()) and bool((p[0, half:] == 1).all()):
+                found.append(p)
+    return found
+
+
+def _at_position_zero(module, args, kwargs):
+    """A rotary module's integer position tensor (its position_ids) as zeros."""
+    args = tuple(torch.zeros_like(a) if _positions(a) else a for a in args)
+    kwargs = {k: torch.zeros_like(v) if k == "position_ids" and _positions(v) else v for k, v in kwargs.items()}
+    return args, kwargs
+
+
+def _positions(t) -> bool:
+    return isinstance(t, torch.Tensor) and not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool
 
 
 def _read_blocks(folder: Path, record: Record):

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import torch
 
 from ..blocks import AttentionBlock
-from .calls import AttentionCall, Side, Underivable, _heads_view, fit_scale, open_positions
+from .calls import AttentionCall, Side, Underivable, _heads_view, _product_of, fit_scale, open_positions
+from .columns import as_rows
 from .trace import ModuleCall, Trace
 
 # the reader's factors are float32 (the tiny model's float64 weights rounded): a wrong row, head
@@ -107,13 +108,42 @@ def seen(call: AttentionCall, first: Trace, again: Trace) -> Seen:
         _scaling(n, t) if (n := _norm_input_call(side, again, first)) is not None else None
         for side, t in ((call.q, call.product.a.shape[-2]), (call.k, call.product.k.shape[-2]))
     ]
-    xs = []
+    projections = []
     for side in (call.q, call.k):
         before = [p for p in first.projections if p.weight == side.projection.weight]
         after = [p for p in again.projections if p.weight == side.projection.weight]
-        xs.append(after[next(i for i, p in enumerate(before) if p is side.projection)].x)
-    scores = again.softmaxes[first.softmaxes.index(call.softmax)].scores
-    return Seen(call.call.name, xs[0], xs[1], scores, *scalings)
+        projections.append(after[next(i for i, p in enumerate(before) if p is side.projection)])
+    softmax = again.softmaxes[first.softmaxes.index(call.softmax)]
+    if call.q.unit_norm is not None:
+        product = _product_of(again, softmax)
+        scalings = [
+            _unit_scaling(side, operand, projection)
+            for side, operand, projection in zip((call.q, call.k), (product.a, product.k), projections)
+        ]
+    xs = [_batch_first(p.x, operand) for p, operand in zip(projections, (call.product.a, call.product.k))]
+    return Seen(call.call.name, xs[0], xs[1], softmax.scores, *scalings)
+
+
+def _batch_first(x: torch.Tensor, operand: torch.Tensor) -> torch.Tensor:
+    """A projection's input as [N*T, d] rows batch-major, where it came time-first [T, N, d]
+    (FSMT's fairseq layout); as it is otherwise."""
+    t = operand.shape[-2]
+    n = x.numel() // (x.shape[-1] * t)
+    if x.ndim == 3 and x.shape[:2] == (t, n) and t != n:
+        return x.transpose(0, 1).reshape(n * t, -1)
+    return x
+
+
+def _unit_scaling(side: Side, operand: torch.Tensor, projection) -> torch.Tensor:
+    """A QK-norm without a gain: its scaling of each token's head [N, H, T], as the operand's
+    norm over its projection's (centred for a LayerNorm's) rows of that head."""
+    h, t, c = len(side.rows), operand.shape[-2], operand.shape[-1]
+    a = operand.double().reshape(-1, h, t, c)
+    rows = as_rows(projection.out, a.shape[0], t)
+    heads = torch.stack([rows[:, r] for r in side.rows], 1).reshape(a.shape[0], t, h, c).transpose(1, 2)
+    if side.unit_norm == "centred":
+        heads = heads - heads.mean(-1, keepdim=True)
+    return a.norm(dim=-1) / heads.norm(dim=-1).clamp_min(1e-300)
 
 
 def _normed(block: AttentionBlock, s: Seen, q: torch.Tensor, k: torch.Tensor):
