@@ -141,12 +141,8 @@ def read_qk(ckpt: Checkpoint, site: Site) -> AttentionBlock:
 def _unit_qk_norm(site: Site, block: AttentionBlock) -> AttentionBlock:
     """The block of a QK-norm without a gain (Attention.qk_norm_unit): its factors as they are
     (a LayerNorm's centring folded), marked form="qk_norm_gain_folded"."""
-
-    def centred(factor: torch.Tensor) -> torch.Tensor:
-        f = factor.to(torch.promote_types(factor.dtype, torch.float32))
-        return f - f.mean(dim=2, keepdim=True) if site.attention.qk_norm_centred else f
-
-    return dataclasses.replace(block, q=centred(block.q), k=centred(block.k), form="qk_norm_gain_folded")
+    q, k = _centred(block.q, site.attention), _centred(block.k, site.attention)
+    return dataclasses.replace(block, q=q, k=k, form="qk_norm_gain_folded")
 
 
 def _ungated(w: torch.Tensor, heads: int) -> torch.Tensor:
@@ -193,12 +189,18 @@ def _fold_qk_norm(ckpt: Checkpoint, site: Site, block: AttentionBlock) -> Attent
     return dataclasses.replace(block, q=q_folded, k=k_folded, form="qk_norm_gain_folded")
 
 
-def _qk_norm_folded(factor: torch.Tensor, gain: torch.Tensor, a) -> torch.Tensor:
-    """factor [H, d, k] with the QK-norm's centring (a LayerNorm's) and gain [H, k] folded in."""
+def _centred(factor: torch.Tensor, a: Attention) -> torch.Tensor:
+    """factor [H, d, k] with a QK LayerNorm's centring folded: each head's mean subtracted,
+    x Q_h (I - 11^T / k), or all heads' ("projection")."""
     f = factor.to(torch.promote_types(factor.dtype, torch.float32))
-    if a.qk_norm_centred:  # a LayerNorm subtracts each head's mean: x Q_h (I - 11^T / k)
-        over = (0, 2) if a.qk_norm_centred == "projection" else 2  # or all heads' mean
-        f = f - f.mean(dim=over, keepdim=True)
+    if a.qk_norm_centred:
+        f = f - f.mean(dim=(0, 2) if a.qk_norm_centred == "projection" else 2, keepdim=True)
+    return f
+
+
+def _qk_norm_folded(factor: torch.Tensor, gain: torch.Tensor, a: Attention) -> torch.Tensor:
+    """factor [H, d, k] with the QK-norm's centring (a LayerNorm's) and gain [H, k] folded in."""
+    f = _centred(factor, a)
     return f * (gain.to(f.dtype) + a.gain_offset)[:, None, :]
 
 
@@ -208,10 +210,12 @@ def _fold_qk_norm_biases(ckpt: Checkpoint, site: Site, block: AttentionBlock, bi
     and scaled by the gain as q and k are."""
     a, k = site.attention, block.q.shape[2]
     out = dict(biases)
-    for side, template, n in (("q_bias", a.qk_norm[0], block.n_heads), ("k_bias", a.qk_norm[1], block.n_kv_heads)):
+    templates = a.qk_norm or (None, None)  # None: a QK-norm without a gain (qk_norm_unit), centred only
+    for side, template, n in (("q_bias", templates[0], block.n_heads), ("k_bias", templates[1], block.n_kv_heads)):
         if out.get(side) is not None:
-            gain = _qk_gain(ckpt, site, template, n, k)
-            out[side] = _qk_norm_folded(out[side][:, None, :], gain, a)[:, 0, :]
+            b = out[side][:, None, :]
+            b = _qk_norm_folded(b, _qk_gain(ckpt, site, template, n, k), a) if template else _centred(b, a)
+            out[side] = b[:, 0, :]
     return out
 
 
@@ -220,7 +224,7 @@ def _qk_norm_shifts(ckpt: Checkpoint, site: Site, block: AttentionBlock) -> dict
     k = block.q.shape[2]
     shifts = {}
     for side, template, n in zip(
-        ("q_norm_bias", "k_norm_bias"), site.attention.qk_norm, (block.n_heads, block.n_kv_heads)
+        ("q_norm_bias", "k_norm_bias"), site.attention.qk_norm or (), (block.n_heads, block.n_kv_heads)
     ):
         if template.endswith("weight"):
             shifts[side] = _qk_gain(ckpt, site, template.removesuffix("weight") + "bias", n, k)
