@@ -74,9 +74,6 @@ HINTS: dict[str, dict] = {
     # in Janus its config sets it to the vision tower's patches a side (384 / 16 = 24, as many as the
     # VQ-VAE makes): the vision patch kept at 16, so that both make 2 of a tiny 32-pixel image
     "janus_vqgan": {"num_patches": 2},
-    # its attention blocks are hidden_size wide and sit where the channels are base_channels times
-    # the last multiplier (256 x 4 = 1024 = hidden_size, one head): both shrunk together, 32 x 4
-    "emu3_vqgan": {"base_channels": 32, "hidden_size": 128, "num_attention_heads": 1},
     "janus": {"vision_config.patch_size": 16},
     # its 2-d rope fills hidden_size / 4 frequencies with head_dim x partial_rotary_factor (4) / 2: 8
     # heads; its validator ties hidden_size to the last of out_features (the CNN's coarse channels);
