@@ -76,3 +76,21 @@ def chromium():
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def release_memory():
+    """After a test that derives tiny models: the memory the derivation freed handed back to the
+    system. glibc keeps freed heap pages for reuse, so a worker deriving hundreds of model types
+    grows by the largest of them, one after the other (about 4 GB after NeMo SpeechLM, past 12 GB
+    over test_derive_all), and two such workers beside the rehearsal outgrow the machine; with
+    the pages trimmed a worker stays near half a gigabyte."""
+    yield
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    libc = ctypes.util.find_library("c")
+    if libc and hasattr(ctypes.CDLL(libc), "malloc_trim"):
+        ctypes.CDLL(libc).malloc_trim(0)

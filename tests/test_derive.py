@@ -31,6 +31,9 @@ from wqk.derive.calls import Underivable, _mask_kind, fit_scale
 from wqk.derive.columns import match_columns
 from wqk.tiny import build_tiny
 
+# each test's freed memory back to the system (conftest.release_memory)
+pytestmark = pytest.mark.usefixtures("release_memory")
+
 HAND = [r.model_type for r in records() if r.tiny is not None]
 
 # model_type -> (the derivation's refusal category, why the hand record must stay)

@@ -17,6 +17,9 @@ from derived_types import expected
 from wqk.adapters import UnsupportedModelType, get_record
 from wqk.derive import derive
 
+# each test's freed memory back to the system (conftest.release_memory)
+pytestmark = pytest.mark.usefixtures("release_memory")
+
 EXPECTED = expected()
 
 
