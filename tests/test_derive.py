@@ -369,6 +369,23 @@ def test_a_config_its_validators_refuse_is_repaired_on_the_fields_they_name():
     assert hiera.image_size == [32, 32] and hiera.num_query_pool == 1 and hiera.num_query_pool < len(hiera.depths)
 
 
+def test_sequences_and_depths_that_no_size_field_shrinks_are_cut_too():
+    """What made a tiny model slow, though its widths were tiny: AST's spectrogram (1024 frames x 128
+    bins, 1214 tokens), Kosmos-2.5's 2048 latent queries, Nemotron-H's depth that its block-type
+    list sets (52 layers in NeMo SpeechLM's language model): cut, with every kind of layer kept."""
+    import transformers
+
+    from wqk.derive.shrink import QUERIES, tiny_config
+
+    ast = tiny_config("audio-spectrogram-transformer")
+    assert (ast.max_length, ast.num_mel_bins) == (64, 32)
+    assert tiny_config("kosmos-2.5").latent_query_num == QUERIES
+    text = tiny_config("nemo_speechlm").text_config
+    full = transformers.AutoConfig.for_model("nemo_speechlm").text_config.layers_block_type
+    assert len(full) > 40 and text.layers_block_type == full[: len(text.layers_block_type)]
+    assert len(text.layers_block_type) <= 8 and set(text.layers_block_type) == set(full)
+
+
 def test_a_refusal_that_names_no_field_is_raised_as_it_is():
     """ESMFold 2's ESMC refuses unequal key heads; the repairs restore its 40 heads, which the shrunk
     width refuses in words that name no field: raised as it is, with the first refusal, on which the
@@ -552,7 +569,8 @@ def test_the_inputs_of_detectors_and_list_main_inputs():
     """An image that gives RT-DETR's coarsest level (stride 32) 4 x 4 tokens; OneFormer's main
     inputs, a list, and its task tokens (task_seq_len of them); LW-DETR ViT's backbone, which reads
     pixels, built rather than its encoder of windowed states."""
-    from wqk.derive.build import build, forward_inputs, model_class
+    from wqk.derive.build import build, model_class
+    from wqk.derive.inputs import forward_inputs
     from wqk.derive.shrink import tiny_config
 
     rt = build(tiny_config("rt_detr"))
@@ -597,7 +615,7 @@ def test_a_softmax_written_out_is_no_reason_to_count_a_type_without_attention():
 
 
 def test_audio_features_are_as_wide_as_the_config_says():
-    from wqk.derive.build import _feature_width
+    from wqk.derive.inputs import _feature_width
     from wqk.derive.shrink import tiny_config
 
     assert _feature_width(tiny_config("wav2vec2-bert")) == 160  # two frames of 80 mel bins stacked
@@ -651,7 +669,8 @@ def test_vision_inputs_and_sizes_follow_the_forward_and_the_config():
     X-CLIP: frames that differ; Florence 2: stage widths its stage heads divide; Llama 4:
     the hint that makes its default vision config run; Idefics2: its resampler's context; BridgeTower:
     pixels under the forward's name."""
-    from wqk.derive.build import build, forward_inputs, model_class
+    from wqk.derive.build import build, model_class
+    from wqk.derive.inputs import forward_inputs
     from wqk.derive.shrink import tiny_config
 
     config = tiny_config("minicpmv4_6_vision")
@@ -669,6 +688,17 @@ def test_vision_inputs_and_sizes_follow_the_forward_and_the_config():
     assert derive("idefics2").ok  # its perceiver resampler runs on its own: a context and its mask
     bridge = tiny_config("bridgetower_vision_model")
     assert set(forward_inputs(build(bridge, model_class(bridge)))) == {"image"}
+
+
+def test_heads_no_field_names_are_refused_unless_the_code_names_none():
+    """BridgeTower's vision model: nn.MultiheadAttention(hidden_size, hidden_size // 64), one head at
+    the tiny width and 12 in its checkpoints, no field naming any: refused (config), where a record of
+    one head fixed by the code would score a real checkpoint's 12 heads as one. Chameleon's VQ-VAE
+    attention, whose code names no head count: one head, heads_default."""
+    bridge = derive("bridgetower_vision_model")
+    assert bridge.category == "config" and "hidden_size // 64" in bridge.reason, bridge.reason
+    vq = derive("chameleon_vqgan")
+    assert vq.ok and [a.heads_default for a in vq.record.attention] == [1], vq.reason
 
 
 def test_shares_of_the_width_per_layer_overrides_and_expert_sizes_shrink_with_the_config():
@@ -697,7 +727,8 @@ def test_shares_of_the_width_per_layer_overrides_and_expert_sizes_shrink_with_th
 def test_inputs_a_forward_requires_by_name():
     """OmDet-Turbo's prompts (classes and task token ids, their masks, classes per task); Idefics2's
     perceiver: its context and a required mask over it."""
-    from wqk.derive.build import build, forward_inputs
+    from wqk.derive.build import build
+    from wqk.derive.inputs import forward_inputs
     from wqk.derive.shrink import tiny_config
 
     omdet = forward_inputs(build(tiny_config("omdet-turbo")))
@@ -774,7 +805,8 @@ def test_a_tower_without_a_forward_of_its_own_is_left_to_the_root():
 
 def test_a_tower_that_embeds_patches_linearly_reads_them_flattened():
     """Molmo 2's ViT: a position per patch of the tiny grid, and patches as rows of pixels."""
-    from wqk.derive.build import build, forward_inputs
+    from wqk.derive.build import build
+    from wqk.derive.inputs import forward_inputs
     from wqk.derive.shrink import tiny_config
 
     config = tiny_config("molmo2_vision")
@@ -786,7 +818,8 @@ def test_a_tower_that_embeds_patches_linearly_reads_them_flattened():
 def test_token_ids_beside_audio_features_of_one_embedding_a_token():
     """Voxtral Realtime adds its audio embeddings to its token embeddings position by position and
     refuses ids alone: a variant of the ids beside as many frames as make one embedding a token."""
-    from wqk.derive.build import build, input_variants
+    from wqk.derive.build import build
+    from wqk.derive.inputs import input_variants
     from wqk.derive.shrink import tiny_config
 
     model = build(tiny_config("voxtral_realtime"))
@@ -799,7 +832,8 @@ def test_token_ids_beside_audio_features_of_one_embedding_a_token():
 def test_states_a_forward_projects_itself_are_made_beside_its_embeds():
     """BLT's local decoder reads byte states and the global transformer's patch states (patch_embeds,
     through patch_embedding_projection), not token ids."""
-    from wqk.derive.build import build, input_variants
+    from wqk.derive.build import build
+    from wqk.derive.inputs import input_variants
     from wqk.derive.shrink import tiny_config
 
     model = build(tiny_config("blt_local_decoder"))
@@ -924,7 +958,8 @@ def test_inputs_of_towers_fed_by_others_and_of_patches_laid_out_otherwise():
     """Unlimited-OCR's CLIP encoder: its SAM's patch embeddings; DeepSeek-OCR 2's encoder: states with
     their patches first; Inkling's audio: ids of its codebooks; Inkling 2's vision: merge windows
     channels last and their grid in tokens; Inkling's vision: each patch's frames."""
-    from wqk.derive.build import B, T, build, forward_inputs, input_variants
+    from wqk.derive.build import build
+    from wqk.derive.inputs import B, T, forward_inputs, input_variants
     from wqk.derive.shrink import WIDTH, tiny_config
 
     clip = forward_inputs(build(tiny_config("unlimited_ocr_vision_encoder")))
@@ -954,7 +989,8 @@ def test_a_composites_parts_get_the_states_their_signature_names():
     width, and the optional ones the composite passes beside them (the levels' position
     embeddings, the prompt); the decoder's text and vision cross-attentions alternate layer by
     layer; the mask decoder's only attention is cross-attention, refused as such."""
-    from wqk.derive.build import T, build, forward_inputs, model_class
+    from wqk.derive.build import build, model_class
+    from wqk.derive.inputs import T, forward_inputs
     from wqk.derive.shrink import WIDTH, tiny_config
 
     config = tiny_config("sam3_mask_decoder")
@@ -983,11 +1019,13 @@ def test_rotations_and_qk_norms_the_forward_computes_its_own_way():
 
 def test_layouts_and_rotations_of_their_own_are_read_or_refused_by_name():
     """FSMT's time-first [T, B, E] projections read batch-major; V-JEPA 2's 3-d rotary computed in
-    its attention from its own positions undone while tracing (left out of the record); T5Gemma 2's
+    its attention from its own positions undone while tracing (left out of the record), its video
+    filed as vision; T5Gemma 2's
     decoder keys that join its own tokens' and the encoder's under one softmax: layout, named."""
     assert derive("fsmt").ok
     vjepa2 = derive("vjepa2")
     assert vjepa2.ok and vjepa2.record.rope is None, vjepa2.reason
+    assert vjepa2.facts["modality"] == "vision"  # its main input: pixel_values_videos
     t5gemma2 = derive("t5gemma2_decoder")
     assert t5gemma2.category == "layout" and "one softmax" in t5gemma2.reason, t5gemma2.reason
     assert derive("mlcd_vision_model").ok  # its class token's learned angle, beside the rotary's call

@@ -10,6 +10,9 @@ other bits at 1 and at 2 threads; per matrix at one thread, the split does not c
 The workers run while torch is set to one thread: a worker running torch at more would leave
 an OpenMP team behind it, and libgomp then throttles the spin-waits of every later parallel
 region of the process (measured: eigvalsh of 32 matrices 256 x 256, 64 ms before, 750 ms after).
+Each worker also sets its own count to one: torch keeps MKL's count per thread, and a worker that
+never set it ran MKL at the machine's default, whose complex eigvalsh changed its last bits from
+run to run (the quick start's cond_eig, tests/test_per_thread.py).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def per_thread(fn):
                 _POOLS[len(parts)] = ThreadPoolExecutor(len(parts), thread_name_prefix="wqk-linalg")
             torch.set_num_threads(1)
             try:
-                futures = [_POOLS[len(parts)].submit(fn, part, *rest) for part in parts]
+                futures = [_POOLS[len(parts)].submit(_at_one_thread, fn, part, *rest) for part in parts]
                 wait(futures)  # every worker done before torch has its threads back, also when one raised
             finally:
                 torch.set_num_threads(threads)
@@ -49,3 +52,8 @@ def per_thread(fn):
         return torch.cat(results)
 
     return split
+
+
+def _at_one_thread(fn, *args):
+    torch.set_num_threads(1)  # this worker's own MKL count (mkl_set_num_threads_local)
+    return fn(*args)

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .build import B
 from .columns import as_rows, match_columns
+from .inputs import B
 from .trace import ModuleCall, Product, Projection, Softmax, Trace
 
 CATEGORIES = {

@@ -8,7 +8,6 @@ chance, so a match names where the values came from.
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 
 import torch
@@ -62,19 +61,35 @@ def match_columns(target: torch.Tensor, sources: list[torch.Tensor]) -> list[Mat
     tu, su = tc / tnorm.clamp_min(1e-300), sc / norms.clamp_min(1e-300)
     varies = tnorm > 1e-12 * t.norm(dim=0)  # a constant column names no source
     found: list[Match | None] = [None] * t.shape[1]
-    for j, candidates in _candidates(tu, su, varies, norms > 0):
-        for c in candidates:  # the first source that holds it
-            factor = float(tc[:, j] @ sc[:, c] / norms[c] ** 2)
-            offset = float(t[:, j].mean() - factor * s[:, c].mean())
-            if (t[:, j] - factor * s[:, c] - offset).norm() <= TOL * t[:, j].norm():
-                found[j] = Match(int(owner[c]), int(column[c]), factor, offset)
+    pairs = list(_candidates(tu, su, varies, norms > 0))
+    if not pairs:
+        return found
+    # every target's first candidate at once; the few it fails go on to their next ones
+    js = torch.tensor([j for j, _ in pairs])
+    cs = torch.stack([cands[0] for _, cands in pairs])
+    factor, offset, holds = _fit(t[:, js], tc[:, js], s[:, cs], sc[:, cs], norms[cs])
+    for (j, candidates), f, o, ok, c in zip(pairs, factor.tolist(), offset.tolist(), holds.tolist(), cs.tolist()):
+        if ok:
+            found[j] = Match(int(owner[c]), int(column[c]), f, o)
+            continue
+        for c in candidates[1:].tolist():  # the first source that holds it
+            f, o, ok = _fit(t[:, [j]], tc[:, [j]], s[:, [c]], sc[:, [c]], norms[[c]])
+            if bool(ok):
+                found[j] = Match(int(owner[c]), int(column[c]), float(f), float(o))
                 break
     return found
 
 
+def _fit(t, tc, s, sc, norms):
+    """Per column pair: the factor and offset of t = factor * s + offset, and whether it holds."""
+    factor = (tc * sc).sum(0) / norms**2
+    offset = t.mean(0) - factor * s.mean(0)
+    return factor, offset, (t - factor * s - offset).norm(dim=0) <= TOL * t.norm(dim=0)
+
+
 def _candidates(tu: torch.Tensor, su: torch.Tensor, varies: torch.Tensor, live: torch.Tensor):
-    """(target column, the source columns in order whose |cos| with it is >= 1 - TOL), from the
-    centred unit columns tu [N, m] and su [N, S].
+    """(target column, the source columns in order whose |cos| with it is >= 1 - TOL, a tensor),
+    for the target columns that have one, from the centred unit columns tu [N, m] and su [N, S].
 
     Centred unit columns that are copies up to sign have the same absolute projection on any unit
     vector, near-copies one within sqrt(2 TOL): only the pairs whose projections on PROBES fixed
@@ -91,8 +106,8 @@ def _candidates(tu: torch.Tensor, su: torch.Tensor, varies: torch.Tensor, live: 
     counts = torch.where(varies, torch.searchsorted(first, tp[:, 0] + near, right=True) - lo, 0)
     if int(counts.sum()) > MAX_PAIRS:
         hit = ((tu.T @ su).abs() >= 1 - TOL) & live & varies[:, None]
-        for j in varies.nonzero().flatten().tolist():
-            yield j, hit[j].nonzero().flatten().tolist()
+        for j in hit.any(1).nonzero().flatten().tolist():
+            yield j, hit[j].nonzero().flatten()
         return
     js = torch.repeat_interleave(torch.arange(len(counts)), counts)  # every (target, candidate) pair
     cs = order[lo[js] + torch.arange(len(js)) - torch.repeat_interleave(counts.cumsum(0) - counts, counts)]
@@ -100,9 +115,5 @@ def _candidates(tu: torch.Tensor, su: torch.Tensor, varies: torch.Tensor, live: 
     js, cs = js[keep], cs[keep]
     keep = (su[:, cs] * tu[:, js]).sum(0).abs() >= 1 - TOL
     key = (js[keep] * su.shape[1] + cs[keep]).sort().values  # by target, then source
-    js, cs = (key // su.shape[1]).tolist(), (key % su.shape[1]).tolist()
-    i = 0
-    while i < len(js):
-        end = bisect.bisect_right(js, js[i], i)
-        yield js[i], cs[i:end]
-        i = end
+    targets, counts = torch.unique_consecutive(key // su.shape[1], return_counts=True)
+    yield from zip(targets.tolist(), (key % su.shape[1]).split(counts.tolist()))

@@ -112,6 +112,10 @@ def names_no_heads(cls) -> bool:
     return HEADS.search(code.lower()) is None
 
 
+def _names_heads(config) -> bool:
+    return any(HEADS.search(k) for k in config.to_dict())
+
+
 def head_keys(trace: Trace, root):
     """A function (attention call, heads, kv heads) -> (heads key, kv key or None, multi_query,
     the head counts per stage where the key names a list: Swin's num_heads, indexed by stage, the
@@ -122,15 +126,20 @@ def head_keys(trace: Trace, root):
         path = config_path(root, config) or ""
         found = _of_stack(_keys_equal(config, heads, HEADS, KV), call.name)
         if not found and heads == kv == 1 and names_no_heads(type(call.module)):
-            return None, None, False, None, None  # one head, fixed by the code: no field states it
+            # one head, fixed by the code (a VQ-VAE's attention block over all its channels,
+            # Chameleon's): no field states it; the record carries it as heads_default
+            return None, None, False, None, None
         if not found and kv == heads and (ratio := _by_ratio(config, heads)) is not None:
             return path + ratio[0], None, False, None, path + ratio[1]
         if not found and len(lists := _lists_holding(config, heads)) == 1 and kv == heads:
             return path + lists[0][0], None, False, list(lists[0][1]), None
-        if not found and heads == kv == 1 and not any(HEADS.search(k) for k in config.to_dict()):
-            # a config that names no head count: one head, fixed by the code (a VQ-VAE's attention
-            # block over all its channels, Chameleon's); the record carries it as heads_default
-            return None, None, False, None, None
+        if not found and not _names_heads(config):
+            raise Underivable(
+                "config",
+                f"{call.name}: its code sets its {heads} heads, and no field of {type(config).__name__} names a "
+                "head count: a constant, or a count computed from a width (BridgeTower's hidden_size // 64, one "
+                "head at the tiny width and 12 in its checkpoints), which one tiny model cannot tell apart",
+            )
         if len(found) != 1:
             raise Underivable(
                 "config",

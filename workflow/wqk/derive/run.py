@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .build import input_variants
+from .build import has_forward
 from .heads import config_path
+from .inputs import input_variants
 from .trace import Trace, default_dtype, tracing
 
 # float32 tensors the forward makes itself that meet float64 weights (or float64's minimum filled into
@@ -37,11 +38,21 @@ def nan_scores(trace: Trace) -> None:
 
 MODALITY_BY_INPUT = {
     "pixel_values": "vision",
+    "pixel_values_videos": "vision",  # V-JEPA 2, VideoPrism
     "input_features": "audio",
     "input_values": "audio",
+    "audio_mel": "audio",  # Gemma 3n's audio tower
     "input_ids": "text",
     "past_values": "time series",
 }
+
+
+def input_modality(main) -> str:
+    """The modality of a model's main input name (a list of names, OneFormer's: its first); text
+    where the name says none."""
+    if isinstance(main, (list, tuple)):
+        main = main[0] if main else ""
+    return MODALITY_BY_INPUT.get(main, "text")
 
 
 # a composite's methods that run a modality's tower and projector alone, without the placeholder tokens
@@ -92,7 +103,7 @@ def _modality(module, path: str) -> str:
                        ("text", "text"), ("language", "text")):  # fmt: skip
         if word in path:
             return kind
-    return MODALITY_BY_INPUT.get(getattr(module, "main_input_name", ""), "text")
+    return input_modality(getattr(module, "main_input_name", ""))
 
 
 @dataclass
@@ -152,25 +163,17 @@ class _MethodView:
 FLOAT32_MADE = re.compile(r"without overflow|must have the same dtype|Float and Double|expected scalar type Double")
 
 
-def _has_forward(cls) -> bool:
-    from .build import _has_forward as has
-
-    return has(cls)
-
-
 # what a model with no forward of its own runs on an image: a VQ-VAE's encoder (Chameleon's, Janus's),
 # which its composite runs to turn an image into tokens
 ENCODE_METHODS = ("encode",)
 
 
-def _root_method(model) -> str:
+def _root_method(model) -> str | None:
     """The method a step calls on a model (the root, a tower): its forward, else the encoder of a
-    model without one (Apertus 1.5's vision tokenizer)."""
-    from .build import _has_forward
-
-    if _has_forward(type(model)):
+    model without one (Apertus 1.5's vision tokenizer); None for a model with neither."""
+    if has_forward(type(model)):
         return "__call__"
-    return next((m for m in ENCODE_METHODS if callable(getattr(model, m, None))), "__call__")
+    return next((m for m in ENCODE_METHODS if callable(getattr(model, m, None))), None)
 
 
 def _has_attention(tower: Tower) -> bool:
@@ -218,7 +221,7 @@ def plan(model) -> list[Step]:
         ran.update(modules)
         softmax.update(around)
 
-    found = _first_that_runs(model, model, "", _root_method(model))
+    found = _first_that_runs(model, model, "", _root_method(model) or "__call__")
     if isinstance(found, tuple):
         step(found)
     else:
@@ -229,7 +232,7 @@ def plan(model) -> list[Step]:
         if steps and tower.name in softmax and not left_out:
             continue
         method = _root_method(tower.module)
-        if method == "__call__" and not _has_forward(type(tower.module)):
+        if method is None:
             continue  # a tower with neither forward nor encode: reached through the root's methods, or
             # refused as an attention that never ran
         found = _first_that_runs(model, tower.module, tower.name, method)

@@ -35,7 +35,8 @@ KV_KEYS = re.compile(
 HEAD_DIM_KEYS = re.compile(r"^(cross_)?(head_dim|d_kv|kv_channels|attention_head_dim|d_head|attention_head_size)$")
 LAYER_KEYS = re.compile(
     r"^(num_hidden_layers|n_layer|n_layers|num_layers|encoder_layers|decoder_layers|num_decoder_layers"
-    r"|num_encoder_layers|depth|num_layers_per_stack|[a-z0-9]+_(encoder|decoder)_layers)$"
+    r"|num_encoder_layers|depth|num_layers_per_stack|[a-z0-9]+_(encoder|decoder)_layers"
+    r"|num_(spatial|temporal)_layers|pred_num_hidden_layers)$"  # VideoPrism's factorised stacks, V-JEPA 2's predictor
 )
 LAYER_INDEX_KEYS = re.compile(r"^insert_layer_id$")  # a layer's index, where a module sits in the stack
 EXPERT_KEYS = re.compile(
@@ -49,6 +50,8 @@ TOKEN_KEYS = re.compile(r"(_token_id|_token_index|_token_ids)$")
 
 LLAMA4_VISION = {"intermediate_size": 4 * WIDTH, "projector_input_dim": WIDTH, "projector_output_dim": WIDTH,
                  "vision_output_dim": WIDTH}  # fmt: skip
+
+JANUS_VQ = {"base_channels": 32, "num_embeddings": VOCAB, "projection_dim": WIDTH, "image_token_embed_dim": WIDTH}
 
 # model_type -> config keys to set after the generic shrinking (why: where it is not obvious)
 HINTS: dict[str, dict] = {
@@ -73,8 +76,11 @@ HINTS: dict[str, dict] = {
     # its forward's decode requires of the tokens its encode made: 2 for the tiny image of 32 pixels;
     # in Janus its config sets it to the vision tower's patches a side (384 / 16 = 24, as many as the
     # VQ-VAE makes): the vision patch kept at 16, so that both make 2 of a tiny 32-pixel image
-    "janus_vqgan": {"num_patches": 2},
-    "janus": {"vision_config.patch_size": 16},
+    # the VQ-VAE's width, codebook and image-token head, which no size field names (128 x [1, 1, 2, 2, 4]
+    # channels, 16384 codes, 2048 wide: 122M parameters in all): 32 channels (its GroupNorms' groups),
+    # 128 codes, the tiny width
+    "janus_vqgan": {"num_patches": 2, **JANUS_VQ},
+    "janus": {"vision_config.patch_size": 16, **{f"vq_config.{k}": v for k, v in JANUS_VQ.items()}},
     # its 2-d rope fills hidden_size / 4 frequencies with head_dim x partial_rotary_factor (4) / 2: 8
     # heads; its validator ties hidden_size to the last of out_features (the CNN's coarse channels);
     # images of 64 pixels (no field states one; the inputs read image_size): its coarse grid (stride
@@ -232,6 +238,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = [WIDTH] * len(v)
         elif _feeds_a_width(k, v, widths):  # Unlimited-OCR's SAM downsampled to its CLIP encoder's 1024
             out[k] = [*v[:-1], WIDTH]
+        if k in ("width_coefficient", "depth_coefficient") and isinstance(v, float) and v > 0.25:  # EfficientNet's
+            out[k] = 0.25  # compound scaling (B7: 2.0 and 3.1): 8-channel stages, one block each
         if not isinstance(v, int) or isinstance(v, bool) or HEAD_KEYS.match(k):
             continue
         if WIDTH_KEYS.match(k) or _is_width(k, v, widths):
@@ -259,8 +267,24 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = 4
         elif k == "patch_size" and v > 8:
             out[k] = 8
-        elif k == "num_queries" and v > QUERIES:  # object queries: RT-DETR picks them among the image's anchors
-            out[k] = QUERIES
+        elif k in ("num_queries", "latent_query_num") and v > QUERIES:  # object queries (RT-DETR picks them
+            out[k] = QUERIES  # among the image's anchors), Kosmos-2.5's latent queries of the image (2048)
+        elif k == "max_length" and "time_stride" in own and v > 64:  # AST's spectrogram frames: 1024, patches
+            out[k] = 64  # of 16 every 10 frames, 1214 tokens a clip at full length
+        elif k == "num_mel_bins" and "frequency_stride" in own and v > 32:
+            out[k] = 32
+        elif k == "upsample_initial_channel" and v > 512:  # BigVGAN's 1536 channels, halved at each
+            out[k] = 512  # upsampling: no attention, but the forward's cost (fewer make float64 convolutions slower)
+        elif k == "linear_num_heads" and v > 2:  # linear attention's (Kimi Delta Attention's 32 of 128): no
+            out[k] = 2  # softmax to derive, but the forward's cost
+        elif k == "linear_head_dim" and v > HEAD_DIM:
+            out[k] = HEAD_DIM
+        elif k == "encoder_hidden_size" and "downsampling_ratios" in own and v > 8:  # a codec's (DAC's) first
+            out[k] = 8  # channels, doubled at every downsampling (64 to 1024), and the decoder's, halved at
+        elif k == "decoder_hidden_size" and "upsampling_ratios" in own and v > 64:  # every upsampling (1536)
+            out[k] = 64
+        elif k == "num_filters" and "upsampling_ratios" in own and v > 8:  # SEANet's (Mimi's, EnCodec's) first
+            out[k] = 8  # channels, doubled at every downsampling (64 to 1024)
         elif k == "sliding_window" and v > 4:
             out[k] = 4
         elif k == "context_size" and v > 4:  # Granite Speech's blocks of frames, padded: tiny inputs fill some
@@ -574,7 +598,12 @@ def _shrink_layer_lists(out: dict, own: dict) -> None:
     per-layer intermediate sizes) cut to the new one; per_layer_config keys past it dropped; a
     count of last layers of another kind (num_blocks) under the new depth."""
     key = next((k for k in own if LAYER_KEYS.match(k) and isinstance(own[k], int)), None)
-    if key is None:
+    if key is None:  # a depth the list itself sets (Nemotron-H's layers_block_type): its shortest prefix
+        listed = next((k for k in ("layer_types", "layers_block_type") if isinstance(own.get(k), list)), None)
+        if listed is not None and own[listed]:  # that holds every kind, at least LAYERS long
+            kinds = set(map(str, own[listed]))
+            cut = next(end for end in range(1, len(own[listed]) + 1) if set(map(str, own[listed][:end])) == kinds)
+            out[listed] = list(own[listed][: max(cut, LAYERS)])
         return
     n, old = out[key], own[key]
     if "layer_types" in own and own["layer_types"] is None and out.get("layer_types") is None:

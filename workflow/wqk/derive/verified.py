@@ -199,7 +199,8 @@ def record_of(model_type, model, steps, traces, keys, save, base: str, tiny: Tin
     with tempfile.TemporaryDirectory(prefix="wqk-derive-") as tmp:
         folder = Path(tmp)
         save(model, folder)
-        facts = [_as_saved(f, saved_names(model, folder)) for f in facts]
+        saved = saved_names(model, folder)
+        facts = [_as_saved(f, saved) for f in facts]
         record = assemble(model_type, facts, base, None, tiny)
         layers = layer_numbers(facts)
         pairs = _blocks_of(calls, facts, _read_blocks(folder, record), layers)
@@ -223,7 +224,7 @@ def record_of(model_type, model, steps, traces, keys, save, base: str, tiny: Tin
 def _modality(model, towers, facts, steps=()) -> str:
     """The paper's modality: a composite with a vision (audio) tower that has attention is
     vision (audio), as the paper files GIT and Mllama; else its main input's."""
-    from .run import MODALITY_BY_INPUT
+    from .run import input_modality
 
     with_sites = [t for t in towers if any(f.module.startswith(t.name + ".") for f in facts)]
     for kind in ("vision", "audio"):
@@ -232,7 +233,7 @@ def _modality(model, towers, facts, steps=()) -> str:
     main = getattr(model, "main_input_name", "")
     if steps and not steps[0].module and main not in steps[0].inputs:  # its encoder's input (a VQ-VAE's pixels)
         main = next(iter(steps[0].inputs), main)
-    return MODALITY_BY_INPUT.get(main, "text")
+    return input_modality(main)
 
 
 def _block(module: str) -> str:
@@ -384,7 +385,7 @@ def saved_names(model, folder: Path) -> Saved:
             continue
         for saved, t in tensors.items():
             if t.ndim == value.ndim and t.shape[1:] == value.shape[1:] and t.shape[0] > value.shape[0]:
-                rows = [r for r in range(t.shape[0] - value.shape[0] + 1) if torch.equal(t[r], value[0])]
+                rows = (t == value[0]).reshape(len(t), -1).all(1).nonzero().flatten().tolist()
                 hit = next((r for r in rows if torch.equal(t[r : r + value.shape[0]], value)), None)
                 if hit is not None:
                     inside[name] = (saved, hit)
