@@ -47,11 +47,16 @@ MODALITY_BY_INPUT = {
 }
 
 
-def input_modality(main) -> str:
-    """The modality of a model's main input name (a list of names, OneFormer's: its first); text
-    where the name says none."""
+def main_input(model) -> str:
+    """A model's main input name ("" where it has none; of a list of names, OneFormer's, the first)."""
+    main = getattr(model, "main_input_name", "")
     if isinstance(main, (list, tuple)):
-        main = main[0] if main else ""
+        return main[0] if main else ""
+    return main
+
+
+def input_modality(main: str) -> str:
+    """The modality of a main input name; text where the name says none."""
     return MODALITY_BY_INPUT.get(main, "text")
 
 
@@ -103,7 +108,7 @@ def _modality(module, path: str) -> str:
                        ("text", "text"), ("language", "text")):  # fmt: skip
         if word in path:
             return kind
-    return input_modality(getattr(module, "main_input_name", ""))
+    return input_modality(main_input(module))
 
 
 @dataclass

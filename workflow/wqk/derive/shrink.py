@@ -592,6 +592,12 @@ def _remap_token_ids(out: dict, vocab: int) -> None:
             out[k] = None
 
 
+def _every_kind(types) -> int:
+    """The length of the shortest prefix of a list of layer kinds that holds every kind it lists."""
+    kinds = set(map(str, types))
+    return next(end for end in range(1, len(types) + 1) if set(map(str, types[:end])) == kinds)
+
+
 def _shrink_layer_lists(out: dict, own: dict) -> None:
     """Per-layer settings cut with the depth. layer_types: the shortest prefix holding every kind
     it lists (the depth raised to it); every other list as long as the old depth (mlp_layer_types,
@@ -601,9 +607,7 @@ def _shrink_layer_lists(out: dict, own: dict) -> None:
     if key is None:  # a depth the list itself sets (Nemotron-H's layers_block_type): its shortest prefix
         listed = next((k for k in ("layer_types", "layers_block_type") if isinstance(own.get(k), list)), None)
         if listed is not None and own[listed]:  # that holds every kind, at least LAYERS long
-            kinds = set(map(str, own[listed]))
-            cut = next(end for end in range(1, len(own[listed]) + 1) if set(map(str, own[listed][:end])) == kinds)
-            out[listed] = list(own[listed][: max(cut, LAYERS)])
+            out[listed] = list(own[listed][: max(_every_kind(own[listed]), LAYERS)])
         return
     n, old = out[key], own[key]
     if "layer_types" in own and own["layer_types"] is None and out.get("layer_types") is None:
@@ -613,9 +617,7 @@ def _shrink_layer_lists(out: dict, own: dict) -> None:
     listed = (k for k in ("layer_types", "layers_block_type", "block_types") if isinstance(own.get(k), (list, tuple)))
     types = out.get(next(listed, "layer_types"))
     if isinstance(types, (list, tuple)) and types:
-        kinds = set(map(str, types))
-        cut = next(end for end in range(1, len(types) + 1) if set(map(str, types[:end])) == kinds)
-        n = max(cut, n)
+        n = max(_every_kind(types), n)
         if _int(own.get("num_kv_shared_layers")) >= len(types):  # every layer reuses another model's (Gemma 4's
             out["num_kv_shared_layers"] = n  # assistant: its backbone's keys and values)
         elif _int(own.get("num_kv_shared_layers")) > 0 and len(types) > n:

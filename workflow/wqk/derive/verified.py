@@ -224,13 +224,13 @@ def record_of(model_type, model, steps, traces, keys, save, base: str, tiny: Tin
 def _modality(model, towers, facts, steps=()) -> str:
     """The paper's modality: a composite with a vision (audio) tower that has attention is
     vision (audio), as the paper files GIT and Mllama; else its main input's."""
-    from .run import input_modality
+    from .run import input_modality, main_input
 
     with_sites = [t for t in towers if any(f.module.startswith(t.name + ".") for f in facts)]
     for kind in ("vision", "audio"):
         if any(t.modality == kind for t in with_sites):
             return kind
-    main = getattr(model, "main_input_name", "")
+    main = main_input(model)
     if steps and not steps[0].module and main not in steps[0].inputs:  # its encoder's input (a VQ-VAE's pixels)
         main = next(iter(steps[0].inputs), main)
     return input_modality(main)
