@@ -535,6 +535,14 @@ def test_relative_positions_read_by_the_queries_are_no_bilinear_form():
     assert d.category == "not bilinear" and "content and position" in d.reason, d.reason
 
 
+def test_a_mask_read_as_booleans_runs_under_sdpa():
+    """Nemotron ASR streaming's encoder masks with mask.logical_not(), which inverts eager's additive
+    mask (every logit masked): its forward runs again under SDPA, whose mask is boolean, and its
+    relative positions (Parakeet's) refuse it as not bilinear, not as a layout."""
+    d = derive("nemotron_asr_streaming_encoder")
+    assert d.category == "not bilinear" and "content and position" in d.reason, d.reason
+
+
 def test_qk_norm_biases_and_a_norm_over_all_heads_are_folded_as_q_and_k_are():
     """GLM-OCR's vision tower: a qkv bias before its QK-norm, centred and scaled by the gain as q
     and k are; ESMC: one LayerNorm over all heads' columns (its mean over all of them)."""
@@ -548,6 +556,20 @@ def test_a_qk_norms_shift_after_the_norm_is_read_beside_its_gain():
     k_norm_bias, which the logits test adds to the scaled q and k."""
     persimmon = derive("persimmon")
     assert persimmon.ok, persimmon.reason
+
+
+def test_a_qk_norms_gain_offset_stays_where_no_pre_norm_is_read():
+    """Qwen4-Exp's attention reads a hyper-connection mix (no pre-norm gain to fold) through a
+    QK-norm that scales by 1 + w: the record keeps the QK-norm's offset."""
+    qwen4 = derive("qwen4_exp_text")
+    assert qwen4.ok and qwen4.record.attention[0].gain_offset == 1.0, qwen4.reason
+
+
+def test_a_per_dimension_scale_after_the_qk_norm_is_no_bilinear_form():
+    """TimesFM 2.5 scales its normed queries per dimension (a softplus of a learned vector): no
+    record field folds it, refused as not bilinear as TimesFM's own per-column scale is."""
+    d = derive("timesfm2_5")
+    assert d.category == "not bilinear" and "per-dimension scale after the QK-norm" in d.reason, d.reason
 
 
 def test_a_backbone_read_at_several_levels_keeps_its_stages():
@@ -928,6 +950,20 @@ def test_one_head_that_the_code_fixes_needs_no_config_field():
 def test_heads_a_ratio_field_divides_are_read_through_it():
     convbert = derive("convbert")  # num_attention_heads // head_ratio heads
     assert convbert.ok and convbert.record.attention[0].heads_ratio == "head_ratio", convbert.reason
+
+
+def test_head_counts_per_layer_are_read_by_the_layer():
+    """Laguna's query heads per layer (num_attention_heads_per_layer, each tiny layer a count of its own,
+    no field's) and Sapiens2's key heads per layer (as many as its query heads in its first layer): the
+    list's key, indexed by the layer's number (heads_by), beside the other count's scalar key."""
+    for model_type, heads, kv in (
+        ("laguna", "num_attention_heads_per_layer", "num_key_value_heads"),
+        ("sapiens2", "num_attention_heads", "num_key_value_heads_per_layer"),
+    ):
+        d = derive(model_type)
+        assert d.ok, (model_type, d.category, d.reason)
+        a = d.record.attention[0]
+        assert (a.heads, a.kv_heads, a.heads_by) == ((heads,), (kv,), "i"), (model_type, a)
 
 
 def test_staged_towers_keep_what_their_configs_tie_to_their_stages():

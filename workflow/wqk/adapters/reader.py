@@ -58,7 +58,8 @@ def _heads(ckpt: Checkpoint, a: Attention) -> tuple[object, object]:
 
 
 def _count(value, fields: dict, a: Attention) -> int:
-    return int(value[fields[a.heads_by]] if a.heads_by else value)
+    # heads_by indexes whichever of the query and key counts is a list (Sapiens2: its key heads alone)
+    return int(value[fields[a.heads_by]] if a.heads_by and isinstance(value, (list, tuple)) else value)
 
 
 def locate(ckpt: Checkpoint, record: Record) -> list[Site]:

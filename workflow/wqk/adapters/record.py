@@ -47,7 +47,8 @@ class Attention:
     prefixes: tried in order; the first under which the weight exists is used.
     heads, kv_heads: config keys (dotted for sub-configs) tried in order; kv_heads empty:
       as many key heads as query heads; heads_default where the config may lack them;
-      heads_by: the template field indexing a per-stage list of head counts (Swin: "s");
+      heads_by: the template field indexing a per-stage list of head counts (Swin: "s") or a
+      per-layer one ("i": Laguna's query heads, Sapiens2's key heads), whichever of the two keys names a list;
       heads_ratio: a config key the heads key's count is divided by (ConvBERT: num_attention_heads //
       head_ratio heads, at least 1); multi_query: one key head shared by every query head, whatever the config's counts say
       (multi-query attention: GPT-BigCode, Falcon-7B).

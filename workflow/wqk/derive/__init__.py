@@ -1,10 +1,11 @@
 """Records derived from the library's own forward, for model types without a hand-written one.
 
 `derive(model_type, fields)` builds the tiny random model of a config (shrink: the checkpoint's
-structure kept, sizes shrunk), runs its forward with eager attention under a tracer (trace), and
-hands the traces to verified.record_of: the calls read back to their projections (calls), turned
-into a `Record` (infer, assemble), the rotary embedding's layout found, and the logits test that
-hand records get (verify) run on the tiny model saved and read back through the generic reader.
+structure kept, sizes shrunk), runs its forward with eager attention under a tracer (trace; SDPA
+where eager's mask comes out inverted: run.unmasked_runs), and hands the traces to
+verified.record_of: the calls read back to their projections (calls), turned into a `Record`
+(infer, assemble), the rotary embedding's layout found, and the logits test that hand records get
+(verify) run on the tiny model saved and read back through the generic reader.
 A timm architecture ("timm:" model types) is built by timm instead (timm.py). A record is only
 returned verified; otherwise `Derivation.category` and `reason` say why not (calls.CATEGORIES).
 """
@@ -91,7 +92,7 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
 
     from .build import NoModelClass, build, model_class
     from .heads import head_keys
-    from .run import plan, runs
+    from .run import plan, unmasked_runs
     from .shrink import filled, tiny_config
 
     if model_type.startswith(TIMM):
@@ -120,7 +121,7 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
                     model = built = build(config, cls, dtype)
                     with no_rotation(model):
                         steps = plan(model)
-                        trace, again = runs(model, steps)
+                        trace, again = unmasked_runs(model, steps)
                     nan_scores(trace)
                     break
                 except AttributeError as e:

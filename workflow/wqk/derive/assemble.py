@@ -84,7 +84,7 @@ def _merge(group: list[SiteFacts]) -> tuple[Attention, list[tuple[int, ...]]]:
     first = normed[0] if normed else group[0].attention
     for facts in group:
         for f in dataclasses.fields(Attention):
-            if f.name in _NORM_FIELDS and facts.norm is None:
+            if f.name in _NORM_FIELDS and facts.norm is None and facts.qk_norm is None:
                 continue
             if getattr(facts.attention, f.name) != getattr(first, f.name):
                 raise Underivable(
@@ -94,14 +94,14 @@ def _merge(group: list[SiteFacts]) -> tuple[Attention, list[tuple[int, ...]]]:
                 )
     weight, qk, layers = _weights(group)
     changes = dict(weight=weight, qk=qk, single=not any(layers), **_norms(group, layers))
-    if group[0].heads_list is not None:
+    if group[0].heads_list is not None or group[0].kv_list is not None:
         changes["heads_by"] = _heads_by(group, weight, layers)
     if group[0].q_bias is not None:
         t = template([f.q_bias for f in group])
         if t is None or t[1] != layers:
             raise Underivable("layout", f"the query biases of {group[0].q_weight} are not each layer's own")
         changes["q_bias"] = t[0]
-    if changes.get("norm") is None and first.qk_norm is None:
+    if changes.get("norm") is None and group[0].qk_norm is None:  # the offset of no gain the record reads
         changes["gain_offset"] = 0.0
     k_norms = {f.k_norm for f in group}
     if len(k_norms) == 1 and (k_norm := k_norms.pop()) is not None:
@@ -115,13 +115,18 @@ def _merge(group: list[SiteFacts]) -> tuple[Attention, list[tuple[int, ...]]]:
 
 
 def _heads_by(group: list[SiteFacts], weight: str, layers: list[tuple[int, ...]]) -> str:
-    """The template field whose value indexes the per-stage head counts (Swin: the stage)."""
+    """The template field whose value indexes the per-stage head counts (Swin: the stage), or the
+    per-layer query or key heads (Laguna's, Sapiens2's: the layer)."""
     fields = [f for _, f, _, _ in string.Formatter().parse(weight) if f and f != "p"]
-    counts = group[0].heads_list
+    lists = [(c, side) for c, side in ((group[0].heads_list, "heads"), (group[0].kv_list, "kv_heads")) if c is not None]
     for n, name in enumerate(fields):
-        if all(v[n] < len(counts) and counts[v[n]] == f.heads for f, v in zip(group, layers)):
+        if all(_indexes(c, v[n], getattr(f, side)) for c, side in lists for f, v in zip(group, layers)):
             return name
-    raise Underivable("config", f"no field of {weight} indexes the per-stage head counts {counts}")
+    raise Underivable("config", f"no field of {weight} indexes the per-stage head counts {[c for c, _ in lists]}")
+
+
+def _indexes(counts: list, index: int, seen: int) -> bool:
+    return index < len(counts) and counts[index] == seen
 
 
 def layer_numbers(sites: list[SiteFacts]) -> dict[tuple[str, str], tuple[str, int]]:

@@ -154,6 +154,8 @@ def _side(
     norm = unit = None
     if any(m is None for m in matches):
         norm, matches = _through_norm(target, trace, before, n, t, projections, calls)
+        if norm is not None:
+            _refuse_rescaled(target, norm, n, t, what)
     if any(m is None for m in matches):
         unit, matches = _through_unit_norm(target, c, [as_rows(p.out, n, t) for p in projections])
     if any(m is None for m in matches):
@@ -186,6 +188,19 @@ def _side(
     scale = max(float(target.abs().max()), 1e-300)
     added = offsets if norm is None and unit is None and float(offsets.abs().max()) > 1e-6 * scale else None
     return Side(projection, rows, matches[0].factor, norm, added, unit_norm=unit)
+
+
+def _refuse_rescaled(target, norm: ModuleCall, n: int, t: int, what: str) -> None:
+    """Raise "not bilinear" where the operand is the QK-norm's output scaled differently per column:
+    a learned per-dimension scale after the norm (TimesFM 2.5's softplus query scale), which the
+    record cannot fold beside the norm's gain, as the per-column scales without a norm (_side)."""
+    factors = [m.factor for m in match_columns(target, [as_rows(norm.output, n, t)])]
+    if max(factors) - min(factors) > 1e-6 * max(abs(f) for f in factors):
+        raise Underivable(
+            "not bilinear",
+            f"the {what} are {norm.name}'s outputs scaled differently per column ({min(factors):.3g} to "
+            f"{max(factors):.3g}): a learned per-dimension scale after the QK-norm",
+        )
 
 
 def _refuse_shared(target, trace: Trace, before: int, n: int, t: int, projections, calls, what: str) -> None:

@@ -59,9 +59,13 @@ def _keys_equal(config, value: int, pattern: re.Pattern, exclude: re.Pattern | N
     ]
 
 
-def _lists_holding(config, value: int) -> list[tuple[str, list]]:
+def _lists_holding(config, value: int, exclude: re.Pattern | None = None) -> list[tuple[str, list]]:
     own = config.to_dict()
-    return [(k, v) for k, v in own.items() if isinstance(v, (list, tuple)) and value in v and HEADS.search(k)]
+    return [
+        (k, list(v))
+        for k, v in own.items()
+        if isinstance(v, (list, tuple)) and value in v and HEADS.search(k) and not (exclude and exclude.search(k))
+    ]
 
 
 def _of_stack(found: list[str], call_name: str) -> list[str]:
@@ -78,6 +82,10 @@ def _of_stack(found: list[str], call_name: str) -> list[str]:
     return own if len(own) == 1 else found
 
 
+UNTOLD = (
+    "which no record field names and one tiny model cannot tell from a constant, or reads a field whose name "
+    "says no head count"
+)
 RATIO = re.compile(r"head.*ratio|ratio.*head")
 
 
@@ -118,8 +126,9 @@ def _names_heads(config) -> bool:
 
 def head_keys(trace: Trace, root):
     """A function (attention call, heads, kv heads) -> (heads key, kv key or None, multi_query,
-    the head counts per stage where the key names a list: Swin's num_heads, indexed by stage, the
-    key the heads key's count is divided by or None: ConvBERT's head_ratio)."""
+    the head counts per stage or layer where the heads key names a list: Swin's num_heads, indexed by
+    stage, Laguna's per layer, the key the heads key's count is divided by or None: ConvBERT's
+    head_ratio, the key heads per layer where the kv key names a list: Sapiens2's)."""
 
     def keys(call: ModuleCall, heads: int, kv: int):
         config = _owner_config(trace, call, root)
@@ -128,34 +137,58 @@ def head_keys(trace: Trace, root):
         if not found and heads == kv == 1 and names_no_heads(type(call.module)):
             # one head, fixed by the code (a VQ-VAE's attention block over all its channels,
             # Chameleon's): no field states it; the record carries it as heads_default
-            return None, None, False, None, None
+            return None, None, False, None, None, None
         if not found and kv == heads and (ratio := _by_ratio(config, heads)) is not None:
-            return path + ratio[0], None, False, None, path + ratio[1]
-        if not found and len(lists := _lists_holding(config, heads)) == 1 and kv == heads:
-            return path + lists[0][0], None, False, list(lists[0][1]), None
-        if not found and not _names_heads(config):
-            raise Underivable(
-                "config",
-                f"{call.name}: its code sets its {heads} heads, and no field of {type(config).__name__} names a "
-                "head count: a constant, or a count computed from a width (BridgeTower's hidden_size // 64, one "
-                "head at the tiny width and 12 in its checkpoints), which one tiny model cannot tell apart",
-            )
-        if len(found) != 1:
-            raise Underivable(
-                "config",
-                f"{call.name}: {len(found)} head-count fields of {type(config).__name__} equal the {heads} heads "
-                f"seen ({found})",
-            )
-        heads_key = path + found[0]
-        if kv == heads:
-            return heads_key, None, False, None, None
-        kv_found = _of_stack(_keys_equal(config, kv, KV), call.name)
-        if len(kv_found) == 1:
-            return heads_key, path + kv_found[0], False, None, None
-        if kv == 1:
-            return heads_key, None, True, None, None
-        raise Underivable(
-            "config", f"{call.name}: no key-head field of {type(config).__name__} equals the {kv} key heads seen"
-        )
+            return path + ratio[0], None, False, None, path + ratio[1], None
+        heads_list = None
+        if not found and len(lists := _lists_holding(config, heads, KV)) == 1:
+            found, heads_list = [lists[0][0]], lists[0][1]
+        _one_field(config, call.name, heads, found)
+        kv_key, multi_query, kv_list = _kv_key(config, call.name, heads, kv)
+        return path + found[0], path + kv_key if kv_key else None, multi_query, heads_list, None, kv_list
 
     return keys
+
+
+def _one_field(config, call_name: str, heads: int, found: list[str]) -> None:
+    """Raises unless exactly one field holds the heads seen."""
+    name = type(config).__name__
+    if not found and not _names_heads(config):
+        raise Underivable(
+            "config",
+            f"{call_name}: its code sets its {heads} heads, and no field of {name} names a "
+            "head count: a constant, or a count computed from a width (BridgeTower's hidden_size // 64, one "
+            "head at the tiny width and 12 in its checkpoints), which one tiny model cannot tell apart",
+        )
+    if not found:
+        raise Underivable(
+            "config",
+            f"{call_name}: no head-count field of {name} equals the {heads} heads seen: its code computes them "
+            "(from a width: BridgeTower's hidden_size // 64, or another count: Grounding DINO's "
+            f"encoder_attention_heads // 2), {UNTOLD}",
+        )
+    if len(found) > 1:
+        raise Underivable(
+            "config", f"{call_name}: {len(found)} head-count fields of {name} equal the {heads} heads seen ({found})"
+        )
+
+
+def _kv_key(config, call_name: str, heads: int, kv: int) -> tuple[str | None, bool, list | None]:
+    """(kv key or None, multi_query, the key heads per layer where the key names a list): a list is read
+    even where a layer has as many key heads as query heads (Sapiens2's first and last layers), so that
+    every layer reads the same key."""
+    lists = [(k, v) for k, v in _lists_holding(config, kv) if KV.search(k)]
+    if len(lists) == 1:
+        return lists[0][0], False, lists[0][1]
+    if kv == heads:
+        return None, False, None
+    kv_found = _of_stack(_keys_equal(config, kv, KV), call_name)
+    if len(kv_found) == 1:
+        return kv_found[0], False, None
+    if kv == 1:
+        return None, True, None
+    raise Underivable(
+        "config",
+        f"{call_name}: no key-head field of {type(config).__name__} equals the {kv} key heads seen: its code "
+        f"computes them (MiMo-V2-Flash's sliding layers: num_key_value_heads * 2), {UNTOLD}",
+    )

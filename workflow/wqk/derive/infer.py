@@ -37,7 +37,7 @@ class SiteFacts:
     stack: str
     attention: Attention
     module: str  # the attention module's name
-    heads_list: list | None  # the config's head counts per stage, where its heads key names a list
+    heads_list: list | None  # the config's head counts per stage or layer, where its heads key names a list
     q_bias: str | None  # a query bias added after a projection without one (DeBERTa v1)
     q_weight: str
     k_weight: str
@@ -54,6 +54,7 @@ class SiteFacts:
     extra_logits: int
     mask: str
     alias: tuple[str, str] | None = None  # (saved prefix, held prefix) where they differ: assemble
+    kv_list: list | None = None  # the config's key heads per layer, where its kv key names a list
 
 
 def _layout(q: Side, k: Side, heads: int, kv_of: list[int], c: int, fused: bool) -> str | None:
@@ -195,7 +196,7 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
     stack = "cross" if call.cross else STACK_OF_MASK.get(call.mask)
     if stack is None:
         raise Underivable("layout", f"{call.call.name}: a mask neither causal nor open (a prefix-LM mask?)")
-    heads_key, kv_key, multi_query, heads_list, heads_ratio = config_keys(call.call, heads, kv)
+    heads_key, kv_key, multi_query, heads_list, heads_ratio, kv_list = config_keys(call.call, heads, kv)
     feeding = _norm_source(trace, q.projection.x, q.projection.seq)
     # a norm whose output is also the residual stream (post-norm) is no pre-norm of this layer
     norm = feeding if feeding is not None and id(feeding.output) not in trace.added else None
@@ -246,7 +247,7 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
     return SiteFacts(
         stack, attention, call.call.name, heads_list, q_bias, q.projection.weight, k.projection.weight, norm.name + ".weight" if norm else None,
         feeding.name + ".weight" if feeding else None, k_norm, qk_norm, heads, kv, c, call.scale, q.factor * k.factor,
-        call.position_terms, call.extra_logits, call.mask,
+        call.position_terms, call.extra_logits, call.mask, kv_list=kv_list,
     )  # fmt: skip
 
 

@@ -287,3 +287,25 @@ def run(model, steps: list[Step], other: bool = False) -> Trace:
 def runs(model, steps: list[Step]) -> tuple[Trace, Trace]:
     """The steps traced on their inputs and on their other inputs."""
     return run(model, steps), run(model, steps, other=True)
+
+
+def _masked_everywhere(trace: Trace) -> bool:
+    """Whether a mask took every logit of one of the forward's softmaxes (-inf, or below -1e30;
+    the softmaxes after it read its NaN)."""
+    return any(s.scores.numel() and bool((s.scores < -1e30).all()) for s in trace.softmaxes)
+
+
+def unmasked_runs(model, steps: list[Step]) -> tuple[Trace, Trace]:
+    """runs, again under SDPA where eager attention masked every logit: a forward that reads its
+    mask as booleans (Nemotron ASR streaming's encoder: mask.logical_not()) inverts eager's
+    additive mask, 0 at the open positions, and SDPA's mask is boolean. As under eager where
+    the model has no SDPA or its forward fails under it."""
+    traces = runs(model, steps)
+    if not _masked_everywhere(traces[0]):
+        return traces
+    try:
+        model.set_attn_implementation("sdpa")
+        return runs(model, steps)
+    except Exception:  # whatever transformers raises switching or running it
+        model.set_attn_implementation("eager")
+        return traces

@@ -336,8 +336,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
         out[k] = 1e9  # a monotone map of q.k, tanh(s / cap) * cap: the identity to 1e-18 with this cap
     if isinstance(out.get("vocab_size"), int):
         _remap_token_ids(out, out["vocab_size"])
-    _per_layer_kv_heads(out, own, kv_equal)
     _shrink_layer_lists(out, own)
+    _per_layer_heads(out, own, kv_equal)
     _shrink_overrides(out, own)
     _rope_sections(out)
     _rope_context(out, own)
@@ -396,22 +396,37 @@ def _coarsest_patch(out: dict, own: dict) -> None:
         out["image_size"] = stride * patch
 
 
-def _per_layer_kv_heads(out: dict, own: dict, kv_equal: bool) -> None:
-    """Key heads per layer (Sapiens2's num_key_value_heads_per_layer: as many as the query heads in its
-    first and last 8 layers, 8 of 16 between): each kind of layer once, in the order of its first layer,
-    as many as the query heads or the tiny key heads of the tiny query heads."""
+PER_LAYER_HEADS = re.compile(r"^num_(attention|key_value)_heads_per_layer$")
+
+
+def _per_layer_heads(out: dict, own: dict, kv_equal: bool) -> None:
+    """Head counts per layer (Laguna's query heads, Sapiens2's key heads), over the tiny depth as
+    _shrink_layer_lists left it."""
     heads, was = _int(out.get("num_attention_heads")), _int(own.get("num_attention_heads"))
     depth = next((out[k] for k in own if LAYER_KEYS.match(k) and _int(own[k])), 0)
     for k, v in own.items():
-        if not (k.startswith("num_key_value_heads") and k.endswith("per_layer") and heads and was):
+        if not (PER_LAYER_HEADS.match(k) and heads and was and isinstance(v, (list, tuple)) and v):
             continue
-        if not (isinstance(v, (list, tuple)) and v and all(_int(x) for x in v)):
+        if not all(_int(x) for x in v) or len(set(v)) > depth:
             continue
-        kinds = list(dict.fromkeys(v))
-        if len(kinds) > depth:
-            continue
-        tiny = {x: heads if x == was or kv_equal else KV_HEADS.get(heads, 1) for x in kinds}
-        out[k] = [tiny[x] for x in kinds] + [tiny[kinds[-1]]] * (depth - len(kinds))
+        out[k] = _kv_per_layer(v, heads, was, depth, kv_equal) if "key_value" in k else _query_per_layer(heads, depth)
+
+
+def _kv_per_layer(v: list, heads: int, was: int, depth: int, kv_equal: bool) -> list[int]:
+    """Key heads per layer (Sapiens2's: as many as the query heads in its first and last 8 layers, 8 of
+    16 between): each kind of layer once, in the order of its first layer, as many as the query heads or
+    the tiny key heads of the tiny query heads."""
+    kinds = list(dict.fromkeys(v))
+    tiny = {x: heads if x == was or kv_equal else KV_HEADS.get(heads, 1) for x in kinds}
+    return [tiny[x] for x in kinds] + [tiny[kinds[-1]]] * (depth - len(kinds))
+
+
+def _query_per_layer(heads: int, depth: int) -> list[int]:
+    """Query heads per layer (Laguna's, num_attention_heads repeated by its default): each layer a count of
+    its own, multiples of the tiny query heads (so of their key heads) past every count HEAD_COUNTS hands
+    out, so that the count seen names the list, indexed by the layer, not the field its default repeats."""
+    first = max(HEAD_COUNTS) // heads + 1
+    return [heads * (first + n) for n in range(depth)]
 
 
 def _none_slides(types) -> bool:

@@ -121,7 +121,7 @@ def _heads(call, heads: int, kv: int):
     """heads.head_keys for timm: no config field states the count (the record's heads_default)."""
     if kv != heads:
         raise Underivable("layout", f"{call.name}: {kv} key heads for {heads} query heads (timm: none expected)")
-    return None, None, False, None, None
+    return None, None, False, None, None, None
 
 
 def derive_timm(model_type: str, fields: dict | None):

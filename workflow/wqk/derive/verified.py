@@ -540,7 +540,10 @@ def _with_rope(model, real, record: Record, folder: Path, trace, calls, facts, l
                 f"; the {', '.join(left)} stack's rotation is over no 1-d positions: left out" if left else ""
             )
             return dataclasses.replace(record, rope=rope), {"rope": note}
-    return record, {"rope": "rotary, but over no 1-d positions either layout fits (2-d?): left out of the record"}
+    return record, {
+        "rope": "rotary, but no 1-d rotation of either layout turns the blocks into the scores at real positions "
+        "(a 2-d rotary, or a QK-norm's gains applied after the rotation: Hunyuan's): left out of the record"
+    }
 
 
 def _rope_fits(record: Record, rope: Rotary, stack: str, needs, folder: Path) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..determinism import use_deterministic_algorithms
 from .run_folder import checkpoint_dir, matrices_path, scores_path
 
 
@@ -39,7 +40,7 @@ def score_step(model, run_dir: Path, step: int, device: str = "auto", matrices: 
     # run at its first saved step: it only warns while scoring.
     strict = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    torch.use_deterministic_algorithms(strict, warn_only=True)
+    use_deterministic_algorithms(strict, warn_only=True)
     try:
         scored = score(
             model,
@@ -50,6 +51,6 @@ def score_step(model, run_dir: Path, step: int, device: str = "auto", matrices: 
             matrices_out=m_out,
         )
     finally:
-        torch.use_deterministic_algorithms(strict, warn_only=warn_only)
+        use_deterministic_algorithms(strict, warn_only=warn_only)
     write_scores(scored.table, out)
     return out

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import vml
 from ..contracts import resolve_device
+from ..determinism import use_deterministic_algorithms
 from ..errors import WqkError
 from ..progress import bar as progress_bar
 from .data import batch_of, chunk, draw_batch, load_tokens
@@ -84,7 +85,7 @@ def train(cfg: TrainConfig) -> dict:
     try:
         return _train(cfg)
     finally:
-        torch.use_deterministic_algorithms(deterministic)
+        use_deterministic_algorithms(deterministic)
         torch.set_num_threads(threads)
 
 
@@ -182,7 +183,7 @@ def _set_up_torch(cfg: TrainConfig) -> tuple[str, bool]:
     fp16 = cfg.fp16 and device == "cuda"
     if cfg.fp16 and not fp16:
         log.info("--fp16 ignored on %s", device)
-    torch.use_deterministic_algorithms(True)
+    use_deterministic_algorithms(True)
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     vml.prime()  # MKL's vector functions set up from one thread, before the first parallel one
