@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -341,13 +342,17 @@ def test_records_list_and_coverage_say_hand_derived_or_refused_and_why(tmp_path,
     assert lines["mpnet"].startswith("derived\t\tstacks encoder")
     assert lines["convnext"].startswith("refused\tno attention\t")
     assert lines["gpt_oss"].startswith("derived\t")
+    rows = statuses(["bert", "mpnet", "convnext", "gpt_oss", "sam_mask_decoder", "deepseek_v3"])
     table = {
-        line[:38].strip(): line[38:].split()
-        for line in coverage_table(statuses(["bert", "mpnet", "convnext", "gpt_oss", "sam_mask_decoder"])).splitlines()
+        label: rest.split()
+        for label, rest in (re.split(r"\s{2,}", line, maxsplit=1) for line in coverage_table(rows).splitlines())
     }
-    assert table["with dot-product attention"] == ["3", "100%"]  # a part of a composite is none of them
+    assert table["with dot-product attention"] == ["4", "100%"]  # a part of a composite is none of them
     assert table["without a model class of their own"][0] == "1"
-    assert table["score: hand-written record"] == ["1", "33.3%"] and table["score: derived record"] == ["2", "66.7%"]
+    assert table["score: hand-written record"] == ["1", "25.0%"] and table["score: derived record"] == ["2", "50.0%"]
+    assert table["refused: not bilinear (its attention logits are not a bilinear form of the token vectors)"][0] == "1"
+    # DeepSeek-V3's latent attention out of the base: 3 of the 3 types a bilinear form describes
+    assert table["score, of those whose logits are a bilinear form"] == ["3", "100.0%", "of", "3"]
     assert table["without dot-product attention"][0] == "1"
     from wqk.derive.store import cached
 

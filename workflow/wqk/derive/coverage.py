@@ -152,6 +152,10 @@ def coverage_table(rows: list[Status], markdown: bool = False) -> str:
         ("score: together", hand + derived, f"{(hand + derived) / attention:.1%}"),
     ]
     lines += [(f"refused: {c} ({CATEGORIES.get(c, c)})", n, f"{n / attention:.1%}") for c, n in sorted(refused.items())]
+    bilinear = attention - refused["not bilinear"]
+    if bilinear:  # the share of the types a bilinear form can describe at all
+        share = f"{(hand + derived) / bilinear:.1%} of {bilinear}"
+        lines.append(("score, of those whose logits are a bilinear form", hand + derived, share))
     if markdown:
         out = ["| model types | count | share of those with attention |", "| --- | ---: | ---: |"]
         out += [f"| {a} | {n} | {s} |" for a, n, s in lines]
