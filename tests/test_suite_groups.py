@@ -24,6 +24,19 @@ def test_a_test_with_function_fixtures_only_is_in_no_group(tmp_path, request):
     assert request.node.get_closest_marker("xdist_group") is None
 
 
+def test_the_suites_processes_and_the_workflows_they_start_wait_passively():
+    """OpenMP threads sleep while they wait (tests/conftest.py): more threads than cores, else
+    spinning; a process the suite starts inherits it (a user's own setting is kept)."""
+    import subprocess
+    import sys
+
+    assert os.environ.get("OMP_WAIT_POLICY", "").upper() in ("PASSIVE", "ACTIVE")  # set, here or by the user
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.environ['OMP_WAIT_POLICY'])"], capture_output=True
+    )
+    assert child.stdout.decode().strip() == os.environ["OMP_WAIT_POLICY"]
+
+
 def test_a_failed_byte_identity_names_the_files_and_the_values_that_differ(tmp_path):
     import pandas as pd
 
