@@ -9,6 +9,7 @@ model or module around it that has one), reached from the root config by a dotte
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from .calls import Underivable
 from .trace import ModuleCall, Trace
@@ -124,11 +125,19 @@ def _names_heads(config) -> bool:
     return any(HEADS.search(k) for k in config.to_dict())
 
 
+class HeadKeys(NamedTuple):
+    """The config keys of one attention's head counts."""
+
+    heads: str | None = None  # None: no field states it (the record's heads_default)
+    kv: str | None = None  # None: as many key heads as query heads, or multi_query
+    multi_query: bool = False
+    heads_list: list | None = None  # counts per stage or layer where heads names a list (Swin's, Laguna's)
+    heads_ratio: str | None = None  # the key heads' count is divided by (ConvBERT's head_ratio)
+    kv_list: list | None = None  # key heads per layer where kv names a list (Sapiens2's)
+
+
 def head_keys(trace: Trace, root):
-    """A function (attention call, heads, kv heads) -> (heads key, kv key or None, multi_query,
-    the head counts per stage or layer where the heads key names a list: Swin's num_heads, indexed by
-    stage, Laguna's per layer, the key the heads key's count is divided by or None: ConvBERT's
-    head_ratio, the key heads per layer where the kv key names a list: Sapiens2's)."""
+    """A function (attention call, heads, kv heads) -> HeadKeys."""
 
     def keys(call: ModuleCall, heads: int, kv: int):
         config = _owner_config(trace, call, root)
@@ -137,15 +146,15 @@ def head_keys(trace: Trace, root):
         if not found and heads == kv == 1 and names_no_heads(type(call.module)):
             # one head, fixed by the code (a VQ-VAE's attention block over all its channels,
             # Chameleon's): no field states it; the record carries it as heads_default
-            return None, None, False, None, None, None
+            return HeadKeys()
         if not found and kv == heads and (ratio := _by_ratio(config, heads)) is not None:
-            return path + ratio[0], None, False, None, path + ratio[1], None
+            return HeadKeys(path + ratio[0], heads_ratio=path + ratio[1])
         heads_list = None
         if not found and len(lists := _lists_holding(config, heads, KV)) == 1:
             found, heads_list = [lists[0][0]], lists[0][1]
         _one_field(config, call.name, heads, found)
         kv_key, multi_query, kv_list = _kv_key(config, call.name, heads, kv)
-        return path + found[0], path + kv_key if kv_key else None, multi_query, heads_list, None, kv_list
+        return HeadKeys(path + found[0], path + kv_key if kv_key else None, multi_query, heads_list, None, kv_list)
 
     return keys
 

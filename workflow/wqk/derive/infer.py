@@ -196,7 +196,7 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
     stack = "cross" if call.cross else STACK_OF_MASK.get(call.mask)
     if stack is None:
         raise Underivable("layout", f"{call.call.name}: a mask neither causal nor open (a prefix-LM mask?)")
-    heads_key, kv_key, multi_query, heads_list, heads_ratio, kv_list = config_keys(call.call, heads, kv)
+    found = config_keys(call.call, heads, kv)
     feeding = _norm_source(trace, q.projection.x, q.projection.seq)
     # a norm whose output is also the residual stream (post-norm) is no pre-norm of this layer
     norm = feeding if feeding is not None and id(feeding.output) not in trace.added else None
@@ -233,11 +233,11 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
         fused=layout,
         q_gate=q_gate,
         conv1d=q.projection.conv1d,
-        heads=(heads_key,) if heads_key else (),
-        heads_default=None if heads_key else heads,  # no config field states it (timm): the count seen
-        heads_ratio=heads_ratio,
-        kv_heads=(kv_key,) if kv_key else (),
-        multi_query=multi_query,
+        heads=(found.heads,) if found.heads else (),
+        heads_default=None if found.heads else heads,  # no config field states it (timm): the count seen
+        heads_ratio=found.heads_ratio,
+        kv_heads=(found.kv,) if found.kv else (),
+        multi_query=found.multi_query,
         bias=_bias(q, k),
         gain_offset=gain_offset,
         norm_centred=centred,
@@ -245,9 +245,9 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
         qk_norm_unit=q.unit_norm is not None,
     )
     return SiteFacts(
-        stack, attention, call.call.name, heads_list, q_bias, q.projection.weight, k.projection.weight, norm.name + ".weight" if norm else None,
+        stack, attention, call.call.name, found.heads_list, q_bias, q.projection.weight, k.projection.weight, norm.name + ".weight" if norm else None,
         feeding.name + ".weight" if feeding else None, k_norm, qk_norm, heads, kv, c, call.scale, q.factor * k.factor,
-        call.position_terms, call.extra_logits, call.mask, kv_list=kv_list,
+        call.position_terms, call.extra_logits, call.mask, kv_list=found.kv_list,
     )  # fmt: skip
 
 

@@ -20,6 +20,7 @@ import torch
 from ..adapters.record import Tiny
 from ..checkpoints.checkpoint import TIMM
 from .calls import Underivable
+from .heads import HeadKeys
 
 DEPTH = 2  # blocks of the derivation's model: two, so that layer templates have a varying number
 BATCH = 2
@@ -121,7 +122,7 @@ def _heads(call, heads: int, kv: int):
     """heads.head_keys for timm: no config field states the count (the record's heads_default)."""
     if kv != heads:
         raise Underivable("layout", f"{call.name}: {kv} key heads for {heads} query heads (timm: none expected)")
-    return None, None, False, None, None, None
+    return HeadKeys()
 
 
 def derive_timm(model_type: str, fields: dict | None):
