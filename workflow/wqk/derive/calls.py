@@ -153,9 +153,13 @@ def _side(
     matches = match_columns(target, [as_rows(p.out, n, t) for p in projections])
     norm = unit = None
     if any(m is None for m in matches):
-        norm, matches = _through_norm(target, trace, before, n, t, projections, calls)
-        if norm is not None:
-            _refuse_rescaled(target, norm, n, t, what)
+        norm, matches, scales = _through_norm(target, trace, before, n, t, projections, calls)
+        if norm is not None and _uneven(scales):  # a learned per-dimension scale after the norm (TimesFM 2.5's)
+            raise Underivable(
+                "not bilinear",
+                f"the {what} are {norm.name}'s outputs scaled differently per column ({min(scales):.3g} to "
+                f"{max(scales):.3g}): a learned per-dimension scale after the QK-norm",
+            )
     if any(m is None for m in matches):
         unit, matches = _through_unit_norm(target, c, [as_rows(p.out, n, t) for p in projections])
     if any(m is None for m in matches):
@@ -180,7 +184,7 @@ def _side(
     projection = projections[sources.pop()]
     rows = [[matches[head * c + j].column for j in range(c)] for head in range(h)]
     factors = [m.factor for m in matches]
-    if max(factors) - min(factors) > 1e-6 * max(abs(f) for f in factors) and norm is None and unit is None:
+    if _uneven(factors) and norm is None and unit is None:
         raise Underivable(
             "not bilinear", f"the {what} are scaled differently per column ({min(factors)} to {max(factors)})"
         )
@@ -190,17 +194,9 @@ def _side(
     return Side(projection, rows, matches[0].factor, norm, added, unit_norm=unit)
 
 
-def _refuse_rescaled(target, norm: ModuleCall, n: int, t: int, what: str) -> None:
-    """Raise "not bilinear" where the operand is the QK-norm's output scaled differently per column:
-    a learned per-dimension scale after the norm (TimesFM 2.5's softplus query scale), which the
-    record cannot fold beside the norm's gain, as the per-column scales without a norm (_side)."""
-    factors = [m.factor for m in match_columns(target, [as_rows(norm.output, n, t)])]
-    if max(factors) - min(factors) > 1e-6 * max(abs(f) for f in factors):
-        raise Underivable(
-            "not bilinear",
-            f"the {what} are {norm.name}'s outputs scaled differently per column ({min(factors):.3g} to "
-            f"{max(factors):.3g}): a learned per-dimension scale after the QK-norm",
-        )
+def _uneven(factors: list[float]) -> bool:
+    """Whether columns are scaled differently (a per-column scale no record folds), past rounding."""
+    return max(factors) - min(factors) > 1e-6 * max(abs(f) for f in factors)
 
 
 def _refuse_shared(target, trace: Trace, before: int, n: int, t: int, projections, calls, what: str) -> None:
@@ -208,7 +204,7 @@ def _refuse_shared(target, trace: Trace, before: int, n: int, t: int, projection
     layers that reuse an earlier layer's keys and values, and hold no k_proj of their own)."""
     inside = {c.index for c in calls}
     outside = [c for c in trace.calls if c.index not in inside]
-    norm, matches = _through_norm(target, trace, before, n, t, projections, outside)
+    norm, matches, _ = _through_norm(target, trace, before, n, t, projections, outside)
     if norm is None or any(m is None for m in matches):
         return
     source = projections[matches[0].source]
@@ -288,7 +284,8 @@ def _norm_calls(calls: list[ModuleCall], before: int) -> list[ModuleCall]:
 
 def _through_norm(target, trace: Trace, before: int, n: int, t: int, projections: list[Projection], calls):
     """Columns matched through one norm module (QK-norm): the norm's output holds them, its
-    input is a projection's output. Returns (the norm call, matches to the projections)."""
+    input is a projection's output. Returns (the norm call, matches to the projections, the
+    factor of each column from the norm's output to the operand)."""
     candidates = [c for c in _norm_calls(calls, before) if as_rows(c.output, n, t) is not None]
     candidates.reverse()
     for norm in candidates:
@@ -303,8 +300,8 @@ def _through_norm(target, trace: Trace, before: int, n: int, t: int, projections
         inner = match_columns(x_rows, [as_rows(p.out, n, t) for p in projections])
         matches = [inner[m.column] for m in found]
         if all(m is not None for m in matches):
-            return norm, matches
-    return None, [None]
+            return norm, matches, [m.factor for m in found]
+    return None, [None], []
 
 
 def _scope(trace: Trace, calls: tuple[int, ...]) -> tuple[int, ...]:
