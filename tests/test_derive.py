@@ -523,29 +523,84 @@ def test_a_forward_that_overflows_float64_runs_in_float32():
 def test_masks_of_patches_and_blocks_leave_each_query_keys_to_see():
     """BLT's patches of bytes given by patch_lengths (its random entropy model would cut one a
     byte), MobileViT's image two patches a side at its output stride, Granite Speech's context
-    blocks as short as the tiny inputs (its Shaw relative positions are then what refuses it)."""
+    blocks as short as the tiny inputs (its Shaw relative keys, q . E(i - j), are zeroed as
+    DeBERTa's c2p terms are, and it is filed as audio, as its class declares)."""
     from wqk.derive.shrink import tiny_config
 
     assert tiny_config("mobilevit").image_size == 128 and tiny_config("granite_speech_encoder").context_size == 4
     assert derive("blt").ok and derive("mobilevit").ok
     granite = derive("granite_speech_encoder")
-    assert granite.category == "not bilinear" and "no linear map" in granite.reason, granite.reason
+    assert granite.ok, granite.reason
+    assert _zeroed(granite) == {"rel_pos_emb.weight"} and granite.facts["modality"] == "audio"
 
 
-def test_relative_positions_read_by_the_queries_are_no_bilinear_form():
-    """Parakeet's attention adds (q + v) . R(i - j), sinusoids of relative positions: the forwards
-    without rotation see one table at every position; at the real ones the softmax input is no
-    linear map of q.k, and the type is refused as not bilinear, not at the logits test."""
+def _zeroed(derivation) -> set[str]:
+    """The position terms a derivation zeroed, by the last two parts of their names."""
+    return {".".join(n.split(".")[-2:]) for n in derivation.facts.get("position tables zeroed", [])}
+
+
+def test_relative_positions_read_by_the_queries_are_zeroed_and_the_content_term_scored():
+    """Parakeet's attention is Transformer-XL's, (q + u) . k + (q + v) . R(i - j) with R sinusoids
+    of relative positions: the forwards without rotation see one table at every position, the
+    forwards at the real ones a softmax input that is no linear map of q.k. The projection of the
+    sinusoids and u, v are zeroed (as the hand records of DeBERTa zero its c2p and p2c terms): the
+    record scores the content-content part, q . k, and passes the logits test on that model."""
     d = derive("parakeet_encoder")
-    assert d.category == "not bilinear" and "content and position" in d.reason, d.reason
+    assert d.ok, d.reason
+    assert _zeroed(d) == {"self_attn.bias_u", "self_attn.bias_v", "relative_k_proj.weight"}, _zeroed(d)
+    conformer = derive("wav2vec2-conformer")
+    assert conformer.ok and _zeroed(conformer) == {"self_attn.pos_bias_u", "self_attn.pos_bias_v", "linear_pos.weight"}
+
+
+def test_the_position_terms_zeroed_are_named_as_such():
+    """The names of the position terms (tables, their projections, Transformer-XL's u and v) and
+    nothing a bilinear form needs: biases of q and k, a pos_embed added to the tokens."""
+    from wqk.derive.verified import POSITION_TABLES
+
+    terms = [
+        "encoder.layers.0.self_attn.relative_k_proj.weight",
+        "encoder.layers.0.self_attn.bias_u",
+        "layers.3.self_attn.pos_bias_v",
+        "encoder.layers.1.self_attn.linear_pos.weight",
+        "encoder.layers.0.attention.emb_rel_k",
+        "encoder.layers.0.attn.rel_pos_emb.weight",
+        "encoder.layers.0.self_attn.distance_embedding.weight",
+        "encoder.rel_embeddings.weight",
+    ]
+    others = [
+        "encoder.layers.0.self_attn.q_proj.bias",
+        "encoder.layers.0.attn.bias",
+        "encoder.layers.0.self_attn.k_proj.weight",
+        "encoder.layers.0.self_attn.relative_v_proj.weight",
+        "embeddings.position_embeddings.weight",
+        "encoder.layers.0.self_attn.linear_out.weight",
+        "pos_embed",
+        "encoder.layers.0.attention.emb_rel_v",
+    ]
+    assert [n for n in terms if not POSITION_TABLES.search(n)] == []
+    assert [n for n in others if POSITION_TABLES.search(n)] == []
 
 
 def test_a_mask_read_as_booleans_runs_under_sdpa():
     """Nemotron ASR streaming's encoder masks with mask.logical_not(), which inverts eager's additive
-    mask (every logit masked): its forward runs again under SDPA, whose mask is boolean, and its
-    relative positions (Parakeet's) refuse it as not bilinear, not as a layout."""
+    mask (every logit masked): its forward runs again under SDPA, whose mask is boolean, where its
+    relative positions (Parakeet's) are zeroed and its content term derives."""
     d = derive("nemotron_asr_streaming_encoder")
-    assert d.category == "not bilinear" and "content and position" in d.reason, d.reason
+    assert d.ok and "relative_k_proj.weight" in _zeroed(d), d.reason
+
+
+def test_a_non_bilinear_softmax_input_stays_refused_after_the_position_terms():
+    """Zeroing position terms rescues only what they cause: Doge's softmax input (a mask computed
+    from the values) stays no linear map of q.k, PP-FormulaNet's keys, its SAM tables zeroed, stay
+    scaled per column; FastSpeech 2's conformer, its position terms zeroed, is refused for what
+    remains (its decoder's length follows the predicted durations), with that reason."""
+    doge = derive("doge")
+    assert doge.category == "not bilinear" and "no linear map" in doge.reason, doge.reason
+    formula = derive("pp_formulanet")
+    assert formula.category == "not bilinear" and "scaled differently per column" in formula.reason, formula.reason
+    assert "with the position terms zeroed" in formula.reason
+    fastspeech = derive("fastspeech2_conformer")
+    assert fastspeech.category == "layout" and "with the position terms zeroed" in fastspeech.reason, fastspeech.reason
 
 
 def test_qk_norm_biases_and_a_norm_over_all_heads_are_folded_as_q_and_k_are():
@@ -556,11 +611,42 @@ def test_qk_norm_biases_and_a_norm_over_all_heads_are_folded_as_q_and_k_are():
     assert esmc.ok and esmc.record.attention[0].qk_norm_centred == "projection"
 
 
+def test_a_qk_norm_with_a_gain_per_head_is_folded_head_by_head():
+    """Chameleon's QK LayerNorm normalises each head's columns and applies a gain and a shift of
+    each head's own ([heads, head_dim], the norm's statistics over the last dim only), on queries
+    packed [B*T, heads, head_dim]: read as a QK-norm, its gain per head folded by the reader, its
+    per-token scalings those of the packed rows."""
+    chameleon = derive("chameleon")
+    assert chameleon.ok, chameleon.reason
+    decoder = next(a for a in chameleon.record.attention if a.stack == "decoder")
+    assert decoder.qk_norm is not None and decoder.qk_norm_centred is True, decoder
+
+
 def test_a_qk_norms_shift_after_the_norm_is_read_beside_its_gain():
     """Persimmon's QK LayerNorm has a bias, added after the norm: the blocks' q_norm_bias and
     k_norm_bias, which the logits test adds to the scaled q and k."""
     persimmon = derive("persimmon")
     assert persimmon.ok, persimmon.reason
+
+
+def test_a_qk_norm_on_some_layers_is_read_by_the_layer(tmp_path):
+    """Llama 4's weightless QK-norm is in its RoPE layers only (no_rope_layers: its NoPE layers,
+    every fourth, have none): the record names that list and the template field that indexes it,
+    and the reader marks those layers' blocks qk_norm_gain_folded and the others bilinear. A
+    config.json that leaves the list empty (the real Llama 4 Scout's) gets the one transformers'
+    config class fills in from no_rope_layer_interval."""
+    d = derive("llama4_text")
+    assert d.ok and d.record.attention[0].qk_norm_layers == ("no_rope_layers", "i"), d.reason
+    folder = build_tiny("llama4_text", tmp_path / "tiny")
+
+    def forms():
+        return [b.form for _, b in sorted(_blocks(folder, d.record).items())]
+
+    assert forms() == ["qk_norm_gain_folded"] * 3 + ["bilinear"]
+    path = folder / "config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**config, "no_rope_layers": [], "no_rope_layer_interval": 2}), encoding="utf-8")
+    assert forms() == ["qk_norm_gain_folded", "bilinear"] * 2
 
 
 def test_a_qk_norms_gain_offset_stays_where_no_pre_norm_is_read():
@@ -784,8 +870,8 @@ def test_audio_models_run_on_the_inputs_their_forwards_and_configs_name():
     """Token ids over codebooks (Dia's decoder: [B, tokens, codebooks], with encoder states;
     Kyutai's text stream beside them), a projector reached through get_audio_features (Fun-ASR
     Nano), features as wide as the first linear layer reads (Granite Speech 5's stacked frames), a
-    sub-model on the root's own config (SeamlessM4T's speech encoder): the forward runs, and what
-    stops a record comes after it (relative positions, for the last two)."""
+    sub-model on the root's own config (SeamlessM4T's speech encoder): the forward runs, and the
+    last two derive with their relative positions zeroed (Shaw's keys, Transformer-XL's terms)."""
     from wqk.derive.shrink import WIDTH, tiny_config
 
     dia = tiny_config("dia_decoder")
@@ -794,16 +880,21 @@ def test_audio_models_run_on_the_inputs_their_forwards_and_configs_name():
     assert len(tokenizer.downsampling_ratios) == len(tokenizer.depths) - 1
     for model_type in ("dia_decoder", "dia", "kyutai_speech_to_text", "fun_asr_nano"):
         assert derive(model_type).ok, (model_type, derive(model_type).reason)
-    for model_type in ("granite_speech5_encoder", "seamless_m4t"):
-        assert derive(model_type).category == "not bilinear", (model_type, derive(model_type).reason)
+    for model_type, zeroed in (
+        ("granite_speech5_encoder", "rel_pos_emb.weight"),
+        ("seamless_m4t", "linear_pos.weight"),
+    ):
+        d = derive(model_type)
+        assert d.ok and zeroed in _zeroed(d), (model_type, d.reason)
 
 
 @pytest.mark.slow
 def test_a_root_whose_towers_leave_attention_out_gives_its_error_to_the_retries():
     """X-Codec 2's root forward fails with key heads fewer than query heads, and its towers leave its
-    decoder out: the root's error stands, so the retry with as many key heads runs it, and what
-    stops it is past the forward (its semantic encoder's relative positions). Half a minute."""
-    assert derive("xcodec2").category == "not bilinear"
+    decoder out: the root's error stands, so the retry with as many key heads runs it, and it
+    derives, its semantic encoder's relative keys zeroed. Half a minute."""
+    d = derive("xcodec2")
+    assert d.ok and "distance_embedding.weight" in _zeroed(d), d.reason
 
 
 def test_sizes_and_ropes_a_config_leaves_to_its_checkpoint_are_set():
@@ -824,10 +915,11 @@ def test_sizes_and_ropes_a_config_leaves_to_its_checkpoint_are_set():
 
 
 def test_a_tower_without_a_forward_of_its_own_is_left_to_the_root():
-    """Chameleon's VQ-VAE has no forward: its text model derives past it (its query-key LayerNorm
-    then refuses it as not bilinear), not a forward error."""
+    """Chameleon's VQ-VAE has no forward: its text model derives past it, not a forward error,
+    with the VQ-VAE's encoder block (run through its encode) beside the text decoder."""
     d = derive("chameleon")
-    assert not d.ok and d.category == "not bilinear", d.reason
+    assert d.ok, d.reason
+    assert {a.stack for a in d.record.attention} == {"encoder", "decoder"}
 
 
 def test_a_tower_that_embeds_patches_linearly_reads_them_flattened():
@@ -1072,6 +1164,31 @@ def test_layouts_and_rotations_of_their_own_are_read_or_refused_by_name():
     assert derive("mlcd_vision_model").ok  # its class token's learned angle, beside the rotary's call
 
 
+def test_a_class_that_inherits_input_ids_is_filed_by_the_modality_it_declares():
+    """Granite Speech's encoder and the vision towers of Llama 4 or Qwen2-VL inherit the main input
+    name "input_ids" and declare their modality (input_modalities): that one, where it is one; a
+    main input that names its modality wins; several declared modalities leave the name's, and so
+    does a class that names "input_ids" itself below a base that declares images (AIMv2's text
+    model) or audio (Canary's decoder)."""
+    from transformers.models.aimv2.modeling_aimv2 import Aimv2TextModel
+    from transformers.models.canary.modeling_canary import CanaryDecoder
+    from transformers.models.granite_speech.modeling_granite_speech import GraniteSpeechCTCEncoder
+    from transformers.models.llama4.modeling_llama4 import Llama4VisionModel
+
+    from wqk.derive.run import declared_modality
+
+    def model(main, declared):
+        return type("M", (), {"main_input_name": main, "input_modalities": declared})()
+
+    assert declared_modality(GraniteSpeechCTCEncoder) == "audio"
+    assert declared_modality(Llama4VisionModel) == "vision"
+    assert declared_modality(Aimv2TextModel) == declared_modality(CanaryDecoder) == "text"
+    assert declared_modality(model("input_ids", ("image", "video"))) == "vision"
+    assert declared_modality(model("input_ids", ("image", "text"))) == "text"
+    assert declared_modality(model("input_features", "text")) == "audio"
+    assert declared_modality(model("input_ids", ())) == "text"
+
+
 def test_channel_attention_and_pooled_queries_are_refused_by_name():
     """Florence 2's DaViT channel attention (q and k transposed: logits between channels) and
     Hiera's max-pooled queries: not bilinear, each reason naming its mechanism."""
@@ -1079,5 +1196,37 @@ def test_channel_attention_and_pooled_queries_are_refused_by_name():
     assert florence.category == "not bilinear" and "channels" in florence.reason, florence.reason
     hiera = derive("hiera")
     assert hiera.category == "not bilinear" and "pooled" in hiera.reason, hiera.reason
-    squeezebert = derive("squeezebert")  # q_groups, k_groups: block-diagonal projections
-    assert squeezebert.category == "layout" and "grouped 1x1" in squeezebert.reason, squeezebert.reason
+
+
+def test_grouped_1x1_convolutions_are_read_as_block_diagonal_projections():
+    """SqueezeBERT's queries and keys are grouped 1x1 convolutions (q_groups, k_groups: weights
+    stored [out, in / groups, 1]): the tiny config gives each count of its own, the record names
+    both keys, and the reader expands each weight to the block-diagonal matrix it is, which the
+    logits test inside derive checks against the model's own scores."""
+    from wqk.derive.shrink import tiny_config
+
+    tiny = tiny_config("squeezebert")
+    assert (tiny.q_groups, tiny.k_groups) == (2, 3)
+    squeezebert = derive("squeezebert")
+    assert squeezebert.ok, squeezebert.reason
+    assert squeezebert.record.attention[0].groups == ("q_groups", "k_groups")
+
+
+def test_a_grouped_weight_is_the_block_diagonal_matrix_of_its_convolution():
+    """_block_diagonal against torch's own grouped convolution, and a count that does not divide
+    the outputs named as a corrupt checkpoint."""
+    import types
+
+    from wqk.adapters.reader import _block_diagonal
+    from wqk.errors import CorruptCheckpoint
+
+    torch.manual_seed(0)
+    conv = torch.nn.Conv1d(12, 6, 1, groups=3, bias=False).double()
+    x = torch.randn(2, 12, 5, dtype=torch.float64)
+    site = types.SimpleNamespace(name=lambda weight, part: f"layer.{part}", attention=types.SimpleNamespace(weight="w"))
+    ckpt = types.SimpleNamespace(model_id="m", config={"q_groups": 3, "k_groups": 4})
+    matrix = _block_diagonal(ckpt, site, conv.weight.detach()[..., 0], "q_groups", "query")
+    assert matrix.shape == (6, 12)
+    assert torch.allclose(torch.einsum("oi,bit->bot", matrix, x), conv(x), rtol=0, atol=1e-12)
+    with pytest.raises(CorruptCheckpoint, match="k_groups = 4"):
+        _block_diagonal(ckpt, site, conv.weight.detach()[..., 0], "k_groups", "key")

@@ -37,6 +37,36 @@ def config_get(ckpt: Checkpoint, *keys: str, default=REQUIRED):
     )
 
 
+def per_layer_list(ckpt: Checkpoint, key: str) -> list:
+    """A per-layer list of the config; where config.json leaves it empty or out, the one that
+    transformers' config class fills in from the other fields (Llama 4's no_rope_layers, from
+    no_rope_layer_interval), where transformers knows the model_type."""
+    value = config_get(ckpt, key, default=None)
+    if value:
+        return list(value)
+    try:
+        import transformers
+
+        node = transformers.AutoConfig.for_model(ckpt.model_type, **_without_type(ckpt.config))
+    except (ImportError, ValueError, TypeError) as e:
+        raise CorruptCheckpoint(
+            f"{ckpt.model_id}: config.json (model_type {ckpt.model_type!r}) has no {key} and transformers "
+            f"cannot fill it in ({e}); add the per-layer list to config.json"
+        ) from None
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else getattr(node, part, None)
+    if not node:
+        raise CorruptCheckpoint(
+            f"{ckpt.model_id}: config.json (model_type {ckpt.model_type!r}) has no {key}, nor does transformers' "
+            "config class fill it in; add the per-layer list to config.json"
+        )
+    return list(node)
+
+
+def _without_type(config: dict) -> dict:
+    return {k: v for k, v in config.items() if k != "model_type"}
+
+
 def linear_heads(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
     """nn.Linear weight [n_heads*k, d] (out, in) -> per-head factors [n_heads, d, k].
 

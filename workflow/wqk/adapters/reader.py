@@ -20,7 +20,7 @@ import torch
 from ..blocks import AttentionBlock
 from ..checkpoints import Checkpoint
 from ..errors import CorruptCheckpoint, HeadsDoNotFit, MissingTensor
-from .common import REQUIRED, config_get, fused_rows, linear_heads
+from .common import REQUIRED, config_get, fused_rows, linear_heads, per_layer_list
 from .record import Attention, Record, template_regex
 
 
@@ -112,6 +112,8 @@ def read_qk(ckpt: Checkpoint, site: Site) -> AttentionBlock:
     if a.fused in (None, "kv"):
         wq, wk = (_as_matrix(store.get(site.name(a.weight, p))) for p in a.qk)
         wq, wk = (wq.T, wk.T) if a.conv1d else (wq, wk)
+        if a.groups:
+            wq, wk = (_block_diagonal(ckpt, site, w, key, p) for w, key, p in zip((wq, wk), a.groups, a.qk))
         if a.fused == "kv":  # [k | v] along the outputs
             if wk.shape[0] % 2:
                 raise CorruptCheckpoint(
@@ -134,9 +136,21 @@ def read_qk(ckpt: Checkpoint, site: Site) -> AttentionBlock:
         linear_heads(wk, site.kv_heads),
         storage=_storage(store, [site.name(a.weight, p) for p in a.qk] if a.fused in (None, "kv") else [name]),
     )
-    if a.qk_norm_unit:
+    if a.qk_norm_unit and _normed(ckpt, site):
         return _unit_qk_norm(site, block)
     return _fold_qk_norm(ckpt, site, block) if a.qk_norm else block
+
+
+def _normed(ckpt: Checkpoint, site: Site) -> bool:
+    """Whether the site's layer has the QK-norm (Attention.qk_norm_layers: its per-layer list)."""
+    if site.attention.qk_norm_layers is None:
+        return True
+    key, field = site.attention.qk_norm_layers
+    flags = per_layer_list(ckpt, key)
+    index = site.fields[field]
+    if index >= len(flags):
+        raise CorruptCheckpoint(f"{ckpt.model_id}: {key} has {len(flags)} entries, none for layer {index}")
+    return bool(flags[index])
 
 
 def _unit_qk_norm(site: Site, block: AttentionBlock) -> AttentionBlock:
@@ -152,6 +166,20 @@ def _ungated(w: torch.Tensor, heads: int) -> torch.Tensor:
         raise HeadsDoNotFit(f"a gated query projection of {w.shape[0]} rows cannot hold q and a gate of {heads} heads")
     k = w.shape[0] // (2 * heads)
     return w.reshape(heads, 2, k, *w.shape[1:])[:, 0].reshape(heads * k, *w.shape[1:])
+
+
+def _block_diagonal(ckpt: Checkpoint, site: Site, w: torch.Tensor, key: str, part: str) -> torch.Tensor:
+    """A grouped 1x1 convolution's weight [out, in / g] as the block-diagonal [out, in] matrix it
+    is: the g-th block of outputs reads the g-th block of inputs (SqueezeBERT)."""
+    if not key:
+        return w
+    groups = int(config_get(ckpt, key))
+    if groups < 1 or w.shape[0] % groups:
+        raise CorruptCheckpoint(
+            f"{ckpt.model_id}: {site.name(site.attention.weight, part)} has {w.shape[0]} outputs, "
+            f"not a multiple of {key} = {groups}"
+        )
+    return torch.block_diag(*w.split(w.shape[0] // groups))
 
 
 def _as_matrix(w: torch.Tensor) -> torch.Tensor:

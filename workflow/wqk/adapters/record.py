@@ -43,7 +43,9 @@ class Attention:
       [q_{g,1..r} k_g v_g] per key head g, r = H / H_kv query heads each: Falcon's new decoder
       architecture), "qvk_shards" (rows [q_s v_s k_s] for each of 4 model-parallel shards s,
       H*k/4 rows each: CodeGen's mp_num = 4), "kv" (q separate, qk[1] holds [k | v]: GPT-2 cross-attention). conv1d: GPT-2 Conv1D weights [in, out], not
-      nn.Linear [out, in].
+      nn.Linear [out, in]. groups: the config keys of the query's and the key's group counts where
+      q and k are grouped 1x1 convolutions (SqueezeBERT's q_groups, k_groups: block-diagonal
+      weights stored [out, in / groups, 1]), "" for a side that is not grouped.
     prefixes: tried in order; the first under which the weight exists is used.
     heads, kv_heads: config keys (dotted for sub-configs) tried in order; kv_heads empty:
       as many key heads as query heads; heads_default where the config may lack them;
@@ -81,6 +83,9 @@ class Attention:
       over every head's columns is subtracted.
     qk_norm_unit: a QK-norm without a gain (NanoChat's and Llama 4's weightless RMSNorm, an L2
       norm): the blocks are marked "qk_norm_gain_folded" with a unit gain (qk_norm None).
+      qk_norm_layers: (config key, template field) where only some layers norm: the per-layer list
+      the field's value indexes is true at those (Llama 4's no_rope_layers: its NoPE layers have no
+      QK-norm); config.json may leave the list to transformers' config class (Llama 4's empty one).
     as_decoder: config flag that files the stack as "decoder" (a BERT trained causally).
     required: False where the stack may be absent (an encoder-only export yields no decoder).
     alternative: read only when the previous Attention of the same stack found nothing (ViT's
@@ -121,12 +126,14 @@ class Attention:
     qk_norm: tuple[str, str] | None = None
     qk_norm_centred: bool | str = False
     qk_norm_unit: bool = False
+    qk_norm_layers: tuple[str, str] | None = None
     as_decoder: str | None = None
     required: bool = True
     alternative: bool = False
     only_if: Callable[[dict], bool] | None = None
     single: bool = False
     interleave: tuple[int, int] | None = None
+    groups: tuple[str, str] = ()
 
     def __post_init__(self):
         if self.stack not in STACKS:

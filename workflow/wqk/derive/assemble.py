@@ -86,6 +86,8 @@ def _merge(group: list[SiteFacts]) -> tuple[Attention, list[tuple[int, ...]]]:
         for f in dataclasses.fields(Attention):
             if f.name in _NORM_FIELDS and facts.norm is None and facts.qk_norm is None:
                 continue
+            if f.name == "qk_norm_unit":  # may differ by layer where a per-layer list says so (below)
+                continue
             if getattr(facts.attention, f.name) != getattr(first, f.name):
                 raise Underivable(
                     "layout",
@@ -96,6 +98,8 @@ def _merge(group: list[SiteFacts]) -> tuple[Attention, list[tuple[int, ...]]]:
     changes = dict(weight=weight, qk=qk, single=not any(layers), **_norms(group, layers))
     if group[0].heads_list is not None or group[0].kv_list is not None:
         changes["heads_by"] = _heads_by(group, weight, layers)
+    if len({f.attention.qk_norm_unit for f in group}) > 1:
+        changes.update(qk_norm_unit=True, qk_norm_layers=_qk_norm_layers(group, weight, layers))
     if group[0].q_bias is not None:
         t = template([f.q_bias for f in group])
         if t is None or t[1] != layers:
@@ -123,6 +127,20 @@ def _heads_by(group: list[SiteFacts], weight: str, layers: list[tuple[int, ...]]
         if all(_indexes(c, v[n], getattr(f, side)) for c, side in lists for f, v in zip(group, layers)):
             return name
     raise Underivable("config", f"no field of {weight} indexes the per-stage head counts {[c for c, _ in lists]}")
+
+
+def _qk_norm_layers(group: list[SiteFacts], weight: str, layers: list[tuple[int, ...]]) -> tuple[str, str]:
+    """(config key, template field) of the per-layer list of flags that is true exactly at the
+    layers with a weightless QK-norm (Llama 4's no_rope_layers: its NoPE layers have none)."""
+    fields = [f for _, f, _, _ in string.Formatter().parse(weight) if f and f != "p"]
+    for key, flags in (group[0].layer_flags or {}).items():
+        for n, name in enumerate(fields):
+            if all(v[n] < len(flags) and bool(flags[v[n]]) == f.attention.qk_norm_unit for f, v in zip(group, layers)):
+                return key, name
+    raise Underivable(
+        "layout",
+        f"layers of {group[0].q_weight} differ in qk_norm_unit, and no per-layer list of the config says which",
+    )
 
 
 def _indexes(counts: list, index: int, seen: int) -> bool:

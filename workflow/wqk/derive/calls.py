@@ -118,7 +118,9 @@ def fit_scale(scores, other_scores, out, other_out, open_, tol: float = 1e-6) ->
     by s times the difference of their products, up to a constant per row (which softmax does not
     see). Returns (s, whether p is nonzero: ALiBi, relative position biases); raises when no such s
     exists (a non-linear map of q.k, or a term of content and position: DeBERTa). s is nan when
-    the tokens do not change the product (DETR's first object queries)."""
+    the tokens do not change the product (DETR's first object queries). The tolerance follows the
+    softmax input's precision: Funnel's, rounded to float32 in a float64 model."""
+    tol = max(tol, 64 * torch.finfo(scores.dtype).eps)
     ds = torch.where(open_, scores - other_scores, 0.0)
     do = torch.where(open_, out - other_out, 0.0)
     count = open_.sum(-1, keepdim=True).clamp_min(1)
@@ -166,7 +168,6 @@ def _side(
         _refuse_shared(target, trace, before, n, t, projections, calls, what)
         if whole:
             _refuse_joined(operand, trace, before, what, calls)
-        _refuse_grouped(trace, calls, what)
         raise Underivable(
             "not bilinear",
             f"the {what} of the attention product are no projection's outputs, nor through a QK-norm "
@@ -213,19 +214,6 @@ def _refuse_shared(target, trace: Trace, before: int, n: int, t: int, projection
             "layout",
             f"the {what} are {source.weight}'s outputs through {norm.name}, another attention's "
             "(shared across layers): no record field names a projection of another layer",
-        )
-
-
-def _refuse_grouped(trace: Trace, calls: list[ModuleCall], what: str) -> None:
-    """Raise "layout" where the attention ran grouped 1x1 convolutions (SqueezeBERT's q_groups,
-    k_groups): block-diagonal projections that the records cannot read."""
-    inside = {c.index for c in calls}
-    names = sorted({w for at, w in trace.grouped if at and at[-1] in inside})
-    if names:
-        raise Underivable(
-            "layout",
-            f"the {what} come from grouped 1x1 convolutions {names[:2]} (block-diagonal weights stored "
-            "[out, in / groups, 1]): no record field expands them",
         )
 
 
@@ -276,10 +264,15 @@ def _through_unit_norm(target, c: int, sources: list) -> tuple[str | None, list]
 def _norm_calls(calls: list[ModuleCall], before: int) -> list[ModuleCall]:
     out = []
     for call in calls:
-        params = [p for p in call.module.parameters(recurse=False) if p.ndim == 1]
+        # a norm's gains: one per column, or one per head's column ([heads, head_dim]: Chameleon's)
+        params = [p for p in call.module.parameters(recurse=False) if p.ndim == 1 or _per_head_norm(call.module)]
         if params and call.seq_end <= before and isinstance(call.output, torch.Tensor):
             out.append(call)
     return out
+
+
+def _per_head_norm(module) -> bool:
+    return "Norm" in type(module).__name__ and all(p.ndim == 2 for p in module.parameters(recurse=False))
 
 
 def _through_norm(target, trace: Trace, before: int, n: int, t: int, projections: list[Projection], calls):

@@ -134,12 +134,20 @@ class HeadKeys(NamedTuple):
     heads_list: list | None = None  # counts per stage or layer where heads names a list (Swin's, Laguna's)
     heads_ratio: str | None = None  # the key heads' count is divided by (ConvBERT's head_ratio)
     kv_list: list | None = None  # key heads per layer where kv names a list (Sapiens2's)
+    groups: tuple[str, str] = ()  # the query's and key's group counts of grouped 1x1 convolutions (SqueezeBERT's)
+    layer_flags: dict | None = None  # the config's per-layer lists of flags, by key (Llama 4's no_rope_layers)
 
 
 def head_keys(trace: Trace, root):
     """A function (attention call, heads, kv heads) -> HeadKeys."""
 
-    def keys(call: ModuleCall, heads: int, kv: int):
+    def keys(call: ModuleCall, heads: int, kv: int, groups: tuple[int, int] = (1, 1)):
+        config = _owner_config(trace, call, root)
+        path = config_path(root, config) or ""
+        groups = tuple(_group_key(config, path, call.name, g) for g in groups) if groups != (1, 1) else ()
+        return head_counts(call, heads, kv)._replace(groups=groups, layer_flags=_layer_flags(config, path))
+
+    def head_counts(call: ModuleCall, heads: int, kv: int):
         config = _owner_config(trace, call, root)
         path = config_path(root, config) or ""
         found = _of_stack(_keys_equal(config, heads, HEADS, KV), call.name)
@@ -157,6 +165,31 @@ def head_keys(trace: Trace, root):
         return HeadKeys(path + found[0], path + kv_key if kv_key else None, multi_query, heads_list, None, kv_list)
 
     return keys
+
+
+GROUPS = re.compile(r"groups$")
+
+
+def _layer_flags(config, path: str) -> dict[str, list]:
+    """The config's per-layer lists of flags (booleans or 0 and 1: Llama 4's no_rope_layers), by key."""
+    return {
+        path + k: list(v)
+        for k, v in config.to_dict().items()
+        if isinstance(v, (list, tuple)) and len(v) > 1 and all(isinstance(x, int) and x in (0, 1) for x in v)
+    }
+
+
+def _group_key(config, path: str, call_name: str, groups: int) -> str:
+    """The config key of a grouped projection's group count ("" where it has none): the one field
+    ending in "groups" that holds it (the tiny config gives q_groups and k_groups counts of their own)."""
+    if groups == 1:
+        return ""
+    found = _keys_equal(config, groups, GROUPS)
+    if len(found) != 1:
+        raise Underivable(
+            "config", f"{call_name}: {groups} groups of a 1x1 convolution, held by {found or 'no field'} of its config"
+        )
+    return path + found[0]
 
 
 def _one_field(config, call_name: str, heads: int, found: list[str]) -> None:

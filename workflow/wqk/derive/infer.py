@@ -55,6 +55,7 @@ class SiteFacts:
     mask: str
     alias: tuple[str, str] | None = None  # (saved prefix, held prefix) where they differ: assemble
     kv_list: list | None = None  # the config's key heads per layer, where its kv key names a list
+    layer_flags: dict | None = None  # the config's per-layer lists of flags, by key (heads.HeadKeys)
 
 
 def _layout(q: Side, k: Side, heads: int, kv_of: list[int], c: int, fused: bool) -> str | None:
@@ -166,7 +167,8 @@ def norm_kind(call: ModuleCall) -> tuple[float, bool]:
     for centred in (False, True):
         z = x - x.mean(-1, keepdim=True) if centred else x
         n = z / (z.pow(2).mean(-1, keepdim=True) + eps).sqrt()
-        g = (y * n).sum(dim=tuple(range(y.ndim - 1))) / (n * n).sum(dim=tuple(range(y.ndim - 1)))
+        tokens = tuple(range(y.ndim - w.ndim))  # a gain per column, or per head's column (Chameleon's [H, c])
+        g = (y * n).sum(dim=tokens) / (n * n).sum(dim=tokens)
         fits.append((float((y - n * g).norm() / y.norm()), centred, g))
     err, centred, g = min(fits, key=lambda f: f[0])
     if err <= 1e-4:
@@ -196,7 +198,9 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
     stack = "cross" if call.cross else STACK_OF_MASK.get(call.mask)
     if stack is None:
         raise Underivable("layout", f"{call.call.name}: a mask neither causal nor open (a prefix-LM mask?)")
-    found = config_keys(call.call, heads, kv)
+    found = config_keys(call.call, heads, kv, (q.projection.groups, k.projection.groups))
+    if found.groups and fused:
+        raise Underivable("layout", f"{q.projection.weight}: a fused q/k/v weight of grouped convolutions")
     feeding = _norm_source(trace, q.projection.x, q.projection.seq)
     # a norm whose output is also the residual stream (post-norm) is no pre-norm of this layer
     norm = feeding if feeding is not None and id(feeding.output) not in trace.added else None
@@ -233,6 +237,7 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
         fused=layout,
         q_gate=q_gate,
         conv1d=q.projection.conv1d,
+        groups=found.groups,
         heads=(found.heads,) if found.heads else (),
         heads_default=None if found.heads else heads,  # no config field states it (timm): the count seen
         heads_ratio=found.heads_ratio,
@@ -248,6 +253,7 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
         stack, attention, call.call.name, found.heads_list, q_bias, q.projection.weight, k.projection.weight, norm.name + ".weight" if norm else None,
         feeding.name + ".weight" if feeding else None, k_norm, qk_norm, heads, kv, c, call.scale, q.factor * k.factor,
         call.position_terms, call.extra_logits, call.mask, kv_list=found.kv_list,
+        layer_flags=found.layer_flags,
     )  # fmt: skip
 
 

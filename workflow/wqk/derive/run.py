@@ -47,6 +47,28 @@ MODALITY_BY_INPUT = {
 }
 
 
+# transformers' declared input modalities, in the paper's words
+DECLARED_MODALITY = {"image": "vision", "video": "vision", "audio": "audio", "text": "text"}
+
+
+def declared_modality(model) -> str:
+    """The modality of a model's main input; where that name is "input_ids", inherited from a class
+    above the one that declares a single modality (input_modalities: Granite Speech's encoder,
+    Llama 4's and Qwen2-VL's vision towers), the declared one. A text model that names its input
+    itself (AIMv2's, below a family base that declares images) stays text."""
+    main = main_input(model)
+    mro = type(model).__mro__ if not isinstance(model, type) else model.__mro__
+
+    def setter(attribute):
+        return next((i for i, c in enumerate(mro) if attribute in vars(c)), len(mro))
+
+    declared = getattr(model, "input_modalities", ())
+    kinds = {DECLARED_MODALITY.get(d, "text") for d in ((declared,) if isinstance(declared, str) else declared or ())}
+    if main == "input_ids" and len(kinds) == 1 and setter("input_modalities") <= setter("main_input_name"):
+        return kinds.pop()
+    return input_modality(main)
+
+
 def main_input(model) -> str:
     """A model's main input name ("" where it has none; of a list of names, OneFormer's, the first)."""
     main = getattr(model, "main_input_name", "")
@@ -108,7 +130,7 @@ def _modality(module, path: str) -> str:
                        ("text", "text"), ("language", "text")):  # fmt: skip
         if word in path:
             return kind
-    return input_modality(main_input(module))
+    return declared_modality(module)
 
 
 @dataclass

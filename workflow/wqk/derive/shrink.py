@@ -309,6 +309,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
             out[k] = WIDTH // 2
         elif k in WIDTH_SHARES and _int(own.get("hidden_size")) and v < own["hidden_size"]:
             out[k] = max(1, v * WIDTH // own["hidden_size"])
+        elif k in PROJECTION_GROUPS and _int(v) and v > 1:
+            out[k] = PROJECTION_GROUPS[k]
     for k, v in own.items():  # parts that sum to a width (Reformer's axial_pos_embds_dim), rescaled
         if isinstance(v, (list, tuple)) and len(v) > 1 and all(_int(x) for x in v) and sum(v) in widths:
             out[k] = _split(WIDTH, v)
@@ -465,6 +467,8 @@ def _feeds_a_width(key: str, v, widths: set[int]) -> bool:
     return bool(chain) and all(_int(x) for x in v) and _is_width(key, v[-1], widths)
 
 
+# grouped q and k projections (SqueezeBERT): counts no other "...groups" field holds, dividing the width
+PROJECTION_GROUPS = {"q_groups": 2, "k_groups": 3}
 KEYPOINTS = 16  # keypoints a detector keeps of each image (SuperPoint, for LightGlue and SuperGlue)
 
 

@@ -118,8 +118,10 @@ def save_tiny(tiny: Tiny, out_dir: Path, seed: int = 0) -> Path:
     return out_dir
 
 
-def _heads(call, heads: int, kv: int):
+def _heads(call, heads: int, kv: int, groups: tuple[int, int] = (1, 1)):
     """heads.head_keys for timm: no config field states the count (the record's heads_default)."""
+    if groups != (1, 1):
+        raise Underivable("layout", f"{call.name}: grouped projections {groups} (timm: none expected)")
     if kv != heads:
         raise Underivable("layout", f"{call.name}: {kv} key heads for {heads} query heads (timm: none expected)")
     return HeadKeys()

@@ -34,6 +34,7 @@ class Projection:
     conv1d: bool  # weight [in, out] (addmm, x @ W), not nn.Linear's [out, in]
     x: torch.Tensor  # input [..., d_in]
     out: torch.Tensor  # output [..., d_out]
+    groups: int = 1  # a grouped 1x1 convolution's: a block-diagonal weight stored [out, in / groups, 1]
 
 
 @dataclass
@@ -73,7 +74,6 @@ class Trace:
     softmaxes: list[Softmax] = field(default_factory=list)
     calls: list[ModuleCall] = field(default_factory=list)
     parameters: dict = field(default_factory=dict)  # name -> parameter of the traced model
-    grouped: list[tuple[tuple[int, ...], str]] = field(default_factory=list)  # (calls, weight) of grouped 1x1 convs
     added: set[int] = field(default_factory=set)  # ids of the tensors some addition read (residual adds)
     _alive: list = field(default_factory=list)  # those tensors, kept so that their ids stay theirs
 
@@ -97,13 +97,22 @@ def _positions(x: torch.Tensor) -> torch.Tensor:
     return x.flatten(2).transpose(1, 2)
 
 
+CONV_ARGS = ("stride", "padding", "dilation", "groups")  # after (input, weight, bias)
+
+
+def _conv_args(args, kwargs) -> dict:
+    return dict(zip(CONV_ARGS, args[3:]), **{k: kwargs[k] for k in CONV_ARGS if k in kwargs})
+
+
 def _plain_conv(args, kwargs) -> bool:
-    """Whether a convolution call has no stride, padding, dilation or groups (conv(x, w, b) alone, or
-    their defaults): a 1x1 one is then a projection of each position."""
-    names = ("stride", "padding", "dilation", "groups")
-    given = dict(zip(names, args[3:]), **{k: kwargs[k] for k in names if k in kwargs})
-    unit = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1}
-    return all(_all_equal(v, unit[k]) for k, v in given.items())
+    """Whether a convolution call has no stride, padding or dilation (conv(x, w, b) alone, or their
+    defaults): a 1x1 one is then a projection of each position, block-diagonal where it has groups."""
+    unit = {"stride": 1, "padding": 0, "dilation": 1}
+    return all(_all_equal(v, unit[k]) for k, v in _conv_args(args, kwargs).items() if k in unit)
+
+
+def _groups(args, kwargs) -> int:
+    return int(_conv_args(args, kwargs).get("groups", 1))
 
 
 def _all_equal(v, n: int) -> bool:
@@ -193,12 +202,13 @@ class Tracer(TorchFunctionMode):
             x, w = args[0], args[1] if len(args) > 1 else kwargs["weight"]
             b = args[2] if len(args) > 2 else kwargs.get("bias")
             wn = self._param(w)
-            if wn is not None and w.ndim == 3 and w.shape[-1] == 1 and x.ndim == 3 and w.shape[1] < x.shape[1]:
-                self.trace.grouped.append((calls, wn))  # groups > 1: a block-diagonal projection (SqueezeBERT)
             pointwise = w.ndim == x.ndim and all(n == 1 for n in w.shape[2:]) and _plain_conv(args, kwargs)
-            if wn is not None and pointwise and x.ndim in (3, 4) and w.shape[1] == x.shape[1]:
+            groups = _groups(args, kwargs)  # > 1: a block-diagonal projection (SqueezeBERT's q_groups)
+            if wn is not None and pointwise and x.ndim in (3, 4) and w.shape[1] * groups == x.shape[1]:
                 self.trace.projections.append(
-                    Projection(self.seq, calls, wn, self._param(b), False, _keep(_positions(x)), _keep(_positions(out)))
+                    Projection(
+                        self.seq, calls, wn, self._param(b), False, _keep(_positions(x)), _keep(_positions(out)), groups
+                    )
                 )
         elif name == "addmm":
             b, x, w = args[:3]

@@ -177,24 +177,27 @@ def record_of(model_type, model, steps, traces, keys, save, base: str, tiny: Tin
     if not_run := _every_attention_ran(model, trace):
         remedies["cross-attention not run (left out)"] = not_run
     try:
-        calls = attention_calls(trace, again)
+        calls, real = _bilinear_calls(model, steps, trace, again)
     except Underivable as first:
         if first.category != "not bilinear":
             raise
-        calls = None
-        # learned relative-position tables whose terms read the content (DeBERTa, SAM, WavLM): zeroed,
-        # as the hand records' logits tests do; the form scored is the content-content part
+        calls, last = None, first
+        # relative-position terms that read the content (DeBERTa's c2p/p2c, SAM's and WavLM's tables,
+        # Transformer-XL's and the conformers' projected sinusoids with their u/v biases): zeroed, as
+        # the hand records' logits tests do; the form scored is the content-content part
         for biases in (False, True):
             if calls is None and (tables := _zero_position_tables(model, biases)):
                 remedies["position tables zeroed"] = tables + (["every bias"] if biases else [])
                 with no_rotation(model):
                     trace, again = runs(model, steps)
-                with contextlib.suppress(Underivable):
-                    calls = attention_calls(trace, again)
-        if calls is None:
-            raise first
-    real = runs(model, steps)  # at the real positions (the traces ran without rotation)
-    _linear_at_real_positions(trace, calls, real)
+                try:
+                    calls, real = _bilinear_calls(model, steps, trace, again)
+                except Underivable as e:
+                    last = e
+        if calls is None and last is first:
+            raise
+        if calls is None:  # what is left with the position terms zeroed
+            raise Underivable(last.category, f"{last.reason} (with the position terms zeroed)") from None
     facts = _by_mask(_by_tower(_by_cross([site_facts(trace, c, keys(trace)) for c in calls]), nested_towers(model)))
     with tempfile.TemporaryDirectory(prefix="wqk-derive-") as tmp:
         folder = Path(tmp)
@@ -224,7 +227,7 @@ def record_of(model_type, model, steps, traces, keys, save, base: str, tiny: Tin
 def _modality(model, towers, facts, steps=()) -> str:
     """The paper's modality: a composite with a vision (audio) tower that has attention is
     vision (audio), as the paper files GIT and Mllama; else its main input's."""
-    from .run import input_modality, main_input
+    from .run import MODALITY_BY_INPUT, declared_modality, input_modality, main_input
 
     with_sites = [t for t in towers if any(f.module.startswith(t.name + ".") for f in facts)]
     for kind in ("vision", "audio"):
@@ -232,8 +235,10 @@ def _modality(model, towers, facts, steps=()) -> str:
             return kind
     main = main_input(model)
     if steps and not steps[0].module and main not in steps[0].inputs:  # its encoder's input (a VQ-VAE's pixels)
-        main = next(iter(steps[0].inputs), main)
-    return input_modality(main)
+        first = next(iter(steps[0].inputs), main)
+        if first in MODALITY_BY_INPUT:
+            return input_modality(first)
+    return declared_modality(model)
 
 
 def _block(module: str) -> str:
@@ -338,6 +343,12 @@ def _tower_stack(tower) -> str:
 POSITION_TABLES = re.compile(
     r"relative_attention_bias|relative_position_bias_table|rel_embeddings\.weight|rel_attn_embed\.weight"
     r"|rel_pos_[hw]$|pe_k\.weight"
+    # Transformer-XL's relative attention (conformers, Parakeet): the sinusoids' projection, u and v
+    r"|linear_pos\.weight|relative_k_proj\.weight|(^|\.)(pos_)?bias_[uv]$"
+    # Funnel's and XLNet's: the position kernel, the u, v and segment biases, the segment embeddings
+    r"|(^|\.)r_kernel$|(^|\.)r_[wrs]_bias$|(^|\.)seg_embed$"
+    # Shaw's relative keys, read against the queries (VITS, Granite Speech, wav2vec2-bert)
+    r"|emb_rel_k$|rel_pos_emb\.weight|distance_embedding\.weight"
 )
 
 
@@ -468,6 +479,17 @@ def _fused_on_save(facts, saved: Saved):
 
 def _head_dim(facts) -> int:
     return facts.head_dim
+
+
+def _bilinear_calls(model, steps, trace, again):
+    """The attention calls of the traces (run without rotation) and the forwards at the real
+    positions, refused where the softmax input is no linear map of q.k in either."""
+    from .run import runs
+
+    calls = attention_calls(trace, again)
+    real = runs(model, steps)
+    _linear_at_real_positions(trace, calls, real)
+    return calls, real
 
 
 def _blocks_of(calls: list[AttentionCall], facts, blocks, layers):

@@ -83,8 +83,9 @@ def _scaling(call: ModuleCall, tokens: int) -> torch.Tensor:
     eps = next((getattr(call.module, a) for a in _EPS if isinstance(getattr(call.module, a, None), float)), 0.0)
     z = x - x.mean(-1, keepdim=True) if centred else x
     scale = 1 / (z.pow(2).mean(-1) + eps).sqrt()  # [B, T, H] or [B, H, T]
-    if scale.ndim == 2 and scale.shape[0] == tokens and scale.shape[1] != tokens:  # packed [T, H] (vision towers)
-        return scale.T[None]
+    if scale.ndim == 2 and scale.shape[0] % tokens == 0 and scale.shape[1] != tokens:
+        # packed [N*T, H]: vision towers' [T, H], Chameleon's [B*T, H]
+        return scale.reshape(-1, tokens, scale.shape[1]).transpose(1, 2)
     if scale.ndim == 2:  # one norm over all heads' dims together: [B, T]
         return scale[:, None, :]
     return scale.transpose(1, 2) if scale.shape[1] == tokens and scale.shape[2] != tokens else scale
