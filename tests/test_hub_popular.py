@@ -24,6 +24,8 @@ from wqk.cli import main
 ROWS = popular_rows()
 SELF_STACKS = ("encoder", "decoder")
 QK_NORM_TYPES = {"qwen3", "olmo2", "gemma3_text", "qwen3_moe"}  # every layer normalises q and k per head
+# a weightless QK-norm (no tensor) in the layers a per-layer list of the text config marks
+PER_LAYER_QK_NORM = {"llama4": "no_rope_layers"}
 REFUSED = {"deepseek-ai/DeepSeek-V3": "deepseek_v3"}  # multi-head latent attention: wqk refuses it
 
 
@@ -73,7 +75,13 @@ def test_wqk_score_of_a_popular_hub_id(row, against_stand_in, tmp_path, capsys):
         assert set(annotated.loc[annotated["stack"] == stack, "objective"]) == {objective}, stack
     for column in ("symmetry", "directionality"):
         assert scores[column].map(math.isfinite).all(), column
-    if "form" in scores:
+    if row["model_type"] in PER_LAYER_QK_NORM:
+        config = json.loads((against_stand_in.root / "models" / row["source"] / "config.json").read_text())
+        marked = config["text_config"][PER_LAYER_QK_NORM[row["model_type"]]]
+        decoder = scores[scores["stack"] == "decoder"].drop_duplicates("layer").sort_values("layer")
+        assert list(decoder["form"]) == ["qk_norm_gain_folded" if m else "bilinear" for m in marked]
+        assert set(marked) == {0, 1}  # both kinds of layer, so the check above can fail either way
+    elif "form" in scores:
         folded = _has_query_norm(against_stand_in.root / "models" / row["source"])
         assert folded or row["model_type"] not in QK_NORM_TYPES  # the stand-in has the model's QK-norm
         forms = set(scores["form"])

@@ -51,6 +51,9 @@ ARCHITECTURES = {
     "ibm-granite/granite-3.3-8b-instruct": "GraniteForCausalLM",
     "ibm-granite/granite-3.1-3b-a800m-instruct": "GraniteMoeForCausalLM",
     "google/mt5-base": "MT5ForConditionalGeneration",
+    "squeezebert/squeezebert-uncased": "SqueezeBertForMaskedLM",
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": "Llama4ForConditionalGeneration",
+    "facebook/chameleon-7b": "ChameleonForConditionalGeneration",
 }
 
 
