@@ -581,6 +581,30 @@ def test_the_position_terms_zeroed_are_named_as_such():
     assert [n for n in others if POSITION_TABLES.search(n)] == []
 
 
+def test_queries_pooled_from_the_keys_tokens_are_self_attention():
+    """Funnel's pooling layers: the queries read the sequence mean-pooled (its CLS token kept), the
+    keys the whole one: self-attention of the encoder, not cross-attention (which had split its
+    blocks between an encoder and a decoder the reader numbered otherwise); latents read beside the
+    context (IDEFICS 2's perceiver), all copies of key tokens, and another sequence's states stay
+    cross-attention. Funnel's softmax input, rounded to float32 in the float64 model, is held to
+    float32's precision, and its relative positions and token-type terms are zeroed."""
+    from wqk.derive.calls import _pooled_from
+
+    g = torch.Generator().manual_seed(0)
+    k = torch.randn(2, 9, 96, generator=g, dtype=torch.float64)
+    pooled = torch.cat([k[:, :1], (k[:, 1:9:2] + k[:, 2:9:2]) / 2], 1)
+    assert _pooled_from(pooled.reshape(-1, 96), k.reshape(-1, 96), 2)
+    assert not _pooled_from(k[:, 3:7].reshape(-1, 96), k.reshape(-1, 96), 2)  # copies: latents beside context
+    other = torch.randn(2, 5, 96, generator=g, dtype=torch.float64)
+    assert not _pooled_from(other.reshape(-1, 96), k.reshape(-1, 96), 2)
+    funnel = derive("funnel")
+    assert funnel.ok, funnel.reason
+    assert {a.stack for a in funnel.record.attention} == {"encoder", "decoder"}
+    assert "r_kernel" in {n.rsplit(".", 1)[1] for n in funnel.facts["position tables zeroed"]}
+    perceiver = derive("idefics2_perceiver")
+    assert perceiver.category == "layout" and "only attention is cross-attention" in perceiver.reason
+
+
 def test_a_mask_read_as_booleans_runs_under_sdpa():
     """Nemotron ASR streaming's encoder masks with mask.logical_not(), which inverts eager's additive
     mask (every logit masked): its forward runs again under SDPA, whose mask is boolean, where its

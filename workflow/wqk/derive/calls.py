@@ -387,11 +387,25 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
         raise Underivable("layout", f"only {int(open_.sum())} of {open_.numel()} attention logits are unmasked")
     scale, position = fit_scale(scores, others, out, other_out, open_)
     xq, xk = q_side.projection.x, k_side.projection.x
-    cross = not (xq.shape == xk.shape and torch.equal(xq, xk))
+    cross = not (xq.shape == xk.shape and torch.equal(xq, xk)) and not _pooled_from(xq, xk, batch)
     return AttentionCall(
         call, product, softmax, q_side, k_side, a.shape[1], a.shape[-1], scale, extra, position,
         _mask_kind(open_[0, 0]) if not cross else "full", cross,
     )  # fmt: skip
+
+
+def _pooled_from(xq: torch.Tensor, xk: torch.Tensor, batch: int) -> bool:
+    """Whether each sample's query inputs are fewer tokens that mix its key inputs' tokens (Funnel's
+    pooling layers: the queries read the pooled sequence, the keys the whole one): self-attention
+    of one sequence, not cross-attention over another's states. Queries that are all copies of
+    some of the keys' tokens are not pooled (IDEFICS 2's perceiver: latents read beside the context)."""
+    q, k = (x.double().reshape(batch, -1, x.shape[-1]) for x in (xq, xk))
+    if q.shape[-1] != k.shape[-1] or not 0 < q.shape[1] < k.shape[1] < k.shape[-1]:
+        return False
+    mix = torch.linalg.lstsq(k.transpose(1, 2), q.transpose(1, 2)).solution  # q^T = k^T mix
+    rest = q - mix.transpose(1, 2) @ k
+    copies = torch.cdist(q, k, compute_mode="donot_use_mm_for_euclid_dist").amin(-1) <= 1e-9 * q.norm(dim=-1)
+    return bool(rest.norm() <= 1e-9 * q.norm()) and not bool(copies.all())
 
 
 def _refuse_channels(trace: Trace, product: Product, calls: list[ModuleCall]) -> None:
