@@ -83,7 +83,7 @@ class Attention:
       over every head's columns is subtracted.
     qk_norm_unit: a QK-norm without a gain (NanoChat's and Llama 4's weightless RMSNorm, an L2
       norm): the blocks are marked "qk_norm_gain_folded" with a unit gain (qk_norm None).
-      qk_norm_layers: (config key, template field) where only some layers norm: the per-layer list
+    qk_norm_layers: (config key, template field) where only some layers have it: the per-layer list
       the field's value indexes is true at those (Llama 4's no_rope_layers: its NoPE layers have no
       QK-norm); config.json may leave the list to transformers' config class (Llama 4's empty one).
     as_decoder: config flag that files the stack as "decoder" (a BERT trained causally).

@@ -145,26 +145,28 @@ def head_keys(trace: Trace, root):
         config = _owner_config(trace, call, root)
         path = config_path(root, config) or ""
         groups = tuple(_group_key(config, path, call.name, g) for g in groups) if groups != (1, 1) else ()
-        return head_counts(call, heads, kv)._replace(groups=groups, layer_flags=_layer_flags(config, path))
-
-    def head_counts(call: ModuleCall, heads: int, kv: int):
-        config = _owner_config(trace, call, root)
-        path = config_path(root, config) or ""
-        found = _of_stack(_keys_equal(config, heads, HEADS, KV), call.name)
-        if not found and heads == kv == 1 and names_no_heads(type(call.module)):
-            # one head, fixed by the code (a VQ-VAE's attention block over all its channels,
-            # Chameleon's): no field states it; the record carries it as heads_default
-            return HeadKeys()
-        if not found and kv == heads and (ratio := _by_ratio(config, heads)) is not None:
-            return HeadKeys(path + ratio[0], heads_ratio=path + ratio[1])
-        heads_list = None
-        if not found and len(lists := _lists_holding(config, heads, KV)) == 1:
-            found, heads_list = [lists[0][0]], lists[0][1]
-        _one_field(config, call.name, heads, found)
-        kv_key, multi_query, kv_list = _kv_key(config, call.name, heads, kv)
-        return HeadKeys(path + found[0], path + kv_key if kv_key else None, multi_query, heads_list, None, kv_list)
+        return _head_counts(call, heads, kv, config, path)._replace(
+            groups=groups, layer_flags=_layer_flags(config, path)
+        )
 
     return keys
+
+
+def _head_counts(call: ModuleCall, heads: int, kv: int, config, path: str) -> HeadKeys:
+    """The head counts' keys of one attention call in its owner config (at path in the root's)."""
+    found = _of_stack(_keys_equal(config, heads, HEADS, KV), call.name)
+    if not found and heads == kv == 1 and names_no_heads(type(call.module)):
+        # one head, fixed by the code (a VQ-VAE's attention block over all its channels,
+        # Chameleon's): no field states it; the record carries it as heads_default
+        return HeadKeys()
+    if not found and kv == heads and (ratio := _by_ratio(config, heads)) is not None:
+        return HeadKeys(path + ratio[0], heads_ratio=path + ratio[1])
+    heads_list = None
+    if not found and len(lists := _lists_holding(config, heads, KV)) == 1:
+        found, heads_list = [lists[0][0]], lists[0][1]
+    _one_field(config, call.name, heads, found)
+    kv_key, multi_query, kv_list = _kv_key(config, call.name, heads, kv)
+    return HeadKeys(path + found[0], path + kv_key if kv_key else None, multi_query, heads_list, None, kv_list)
 
 
 GROUPS = re.compile(r"groups$")
