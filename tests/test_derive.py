@@ -605,6 +605,17 @@ def test_queries_pooled_from_the_keys_tokens_are_self_attention():
     assert perceiver.category == "layout" and "only attention is cross-attention" in perceiver.reason
 
 
+def test_a_model_that_packs_its_samples_is_derived_on_one():
+    """Qwen3-ASR's audio encoder packs the batch into one sequence and attends within each sample's
+    part (cu_seqlens): with two samples each attention call runs two products, which no single
+    call reads; the derivation runs again on one sample (inputs.B back to 2 after it)."""
+    from wqk.derive import inputs
+
+    d = derive("qwen3_asr_encoder")
+    assert d.ok and d.facts["modality"] == "audio", d.reason
+    assert inputs.B == 2
+
+
 def test_a_mask_read_as_booleans_runs_under_sdpa():
     """Nemotron ASR streaming's encoder masks with mask.logical_not(), which inverts eager's additive
     mask (every logit masked): its forward runs again under SDPA, whose mask is boolean, where its

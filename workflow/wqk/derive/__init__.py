@@ -92,7 +92,8 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
 
     from .build import NoModelClass, build, model_class
     from .heads import head_keys
-    from .run import plan, unmasked_runs
+    from .inputs import one_sample
+    from .run import packs_samples, plan, unmasked_runs
     from .shrink import filled, tiny_config
 
     if model_type.startswith(TIMM):
@@ -152,7 +153,16 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
     base = getattr(cls, "base_model_prefix", "") or ""
     tiny = Tiny(cls.__name__, _tiny_fields(config))
     keys = functools.partial(head_keys, root=model.config)
-    return record_of(model_type, model, steps, (trace, again), keys, _save_pretrained, base, tiny)
+    try:
+        return record_of(model_type, model, steps, (trace, again), keys, _save_pretrained, base, tiny)
+    except Underivable:
+        if not packs_samples(trace):
+            raise
+    with one_sample():  # its samples packed into one sequence: one sample, one product an attention
+        with no_rotation(model):
+            steps = plan(model)
+            trace, again = unmasked_runs(model, steps)
+        return record_of(model_type, model, steps, (trace, again), keys, _save_pretrained, base, tiny)
 
 
 def _save_pretrained(model, folder: Path) -> None:

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
+from . import inputs
 from .columns import as_rows, match_columns
-from .inputs import B
 from .trace import ModuleCall, Product, Projection, Softmax, Trace
 
 CATEGORIES = {
@@ -333,7 +333,7 @@ def _batches(trace: Trace, product: Product, calls: list[ModuleCall]) -> list[in
     projections run inside the attention call over as many tokens (Swin's windows: B x windows)."""
     tq = product.a.shape[-2]
     inside = {c.index for c in calls}
-    found = [B]
+    found = [inputs.B]
     for p in trace.projections:
         if p.seq < product.seq and p.calls and p.calls[-1] in inside:
             if p.out.ndim >= 3 and p.out.shape[-2] == tq:

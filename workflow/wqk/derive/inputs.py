@@ -7,6 +7,7 @@ derivation runs (two of other tokens at the same positions, and the layouts a mo
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import re
@@ -16,6 +17,19 @@ import torch
 from .build import CROSS, SEED
 
 B, T = 2, 9  # batch, tokens
+
+
+@contextlib.contextmanager
+def one_sample():
+    """Inputs of one sample (B = 1) while it lasts: a model that packs its batch into one sequence
+    and attends within each sample's part (Qwen3-ASR's cu_seqlens) runs one product per sample,
+    which no single attention call of the traces reads."""
+    global B
+    was, B = B, 1
+    try:
+        yield
+    finally:
+        B = was
 
 
 def _sub(config, *names):

@@ -317,6 +317,12 @@ def _masked_everywhere(trace: Trace) -> bool:
     return any(s.scores.numel() and bool((s.scores < -1e30).all()) for s in trace.softmaxes)
 
 
+def packs_samples(trace: Trace) -> bool:
+    """Whether a module of the forward took its samples' bounds in one packed sequence
+    (cu_seqlens: Qwen3-ASR's audio encoder, which then attends within each sample's part)."""
+    return any(isinstance(c.kwargs, dict) and "cu_seqlens" in c.kwargs for c in trace.calls)
+
+
 def unmasked_runs(model, steps: list[Step]) -> tuple[Trace, Trace]:
     """runs, again under SDPA where eager attention masked every logit: a forward that reads its
     mask as booleans (Nemotron ASR streaming's encoder: mask.logical_not()) inverts eager's
