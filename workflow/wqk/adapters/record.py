@@ -33,6 +33,11 @@ ROPE_LAYOUTS = ("half", "interleaved")
 DERIVED = "derived"  # Attention.bias: the weight template with its last "weight" replaced by "bias"
 
 
+def template_fields(template: str) -> tuple[str, ...]:
+    """The numbered fields of a weight template, in order ({p} excluded)."""
+    return tuple(f for _, f, _, _ in string.Formatter().parse(template) if f and f != "p")
+
+
 @dataclass(frozen=True)
 class Attention:
     """One set of attention layers of a stack (one template).
@@ -154,7 +159,7 @@ class Attention:
     @property
     def fields(self) -> tuple[str, ...]:
         """The numbered fields of the weight template, in order ({p} excluded)."""
-        return tuple(f for _, f, _, _ in string.Formatter().parse(self.weight) if f and f != "p")
+        return template_fields(self.weight)
 
     @property
     def stacks(self) -> set[str]:

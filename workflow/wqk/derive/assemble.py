@@ -8,9 +8,8 @@ layer only, its first number is the field. Two weights whose names differ in one
 from __future__ import annotations
 
 import dataclasses
-import string
 
-from ..adapters.record import Attention, Record, Rotary, Tiny
+from ..adapters.record import Attention, Record, Rotary, Tiny, template_fields
 from ..contracts import stack_rank
 from .calls import Underivable
 from .infer import SiteFacts, objectives
@@ -121,7 +120,7 @@ def _merge(group: list[SiteFacts]) -> tuple[Attention, list[tuple[int, ...]]]:
 def _heads_by(group: list[SiteFacts], weight: str, layers: list[tuple[int, ...]]) -> str:
     """The template field whose value indexes the per-stage head counts (Swin: the stage), or the
     per-layer query or key heads (Laguna's, Sapiens2's: the layer)."""
-    fields = [f for _, f, _, _ in string.Formatter().parse(weight) if f and f != "p"]
+    fields = template_fields(weight)
     lists = [(c, side) for c, side in ((group[0].heads_list, "heads"), (group[0].kv_list, "kv_heads")) if c is not None]
     for n, name in enumerate(fields):
         if all(_indexes(c, v[n], getattr(f, side)) for c, side in lists for f, v in zip(group, layers)):
@@ -132,7 +131,7 @@ def _heads_by(group: list[SiteFacts], weight: str, layers: list[tuple[int, ...]]
 def _qk_norm_layers(group: list[SiteFacts], weight: str, layers: list[tuple[int, ...]]) -> tuple[str, str]:
     """(config key, template field) of the per-layer list of flags that is true exactly at the
     layers with a weightless QK-norm (Llama 4's no_rope_layers: its NoPE layers have none)."""
-    fields = [f for _, f, _, _ in string.Formatter().parse(weight) if f and f != "p"]
+    fields = template_fields(weight)
     for key, flags in (group[0].layer_flags or {}).items():
         for n, name in enumerate(fields):
             if all(v[n] < len(flags) and bool(flags[v[n]]) == f.attention.qk_norm_unit for f, v in zip(group, layers)):

@@ -265,14 +265,15 @@ def _norm_calls(calls: list[ModuleCall], before: int) -> list[ModuleCall]:
     out = []
     for call in calls:
         # a norm's gains: one per column, or one per head's column ([heads, head_dim]: Chameleon's)
-        params = [p for p in call.module.parameters(recurse=False) if p.ndim == 1 or _per_head_norm(call.module)]
-        if params and call.seq_end <= before and isinstance(call.output, torch.Tensor):
+        params = list(call.module.parameters(recurse=False))
+        gains = any(p.ndim == 1 for p in params) or _per_head_norm(call.module, params)
+        if gains and call.seq_end <= before and isinstance(call.output, torch.Tensor):
             out.append(call)
     return out
 
 
-def _per_head_norm(module) -> bool:
-    return "Norm" in type(module).__name__ and all(p.ndim == 2 for p in module.parameters(recurse=False))
+def _per_head_norm(module, params: list) -> bool:
+    return "Norm" in type(module).__name__ and bool(params) and all(p.ndim == 2 for p in params)
 
 
 def _through_norm(target, trace: Trace, before: int, n: int, t: int, projections: list[Projection], calls):

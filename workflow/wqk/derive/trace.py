@@ -104,15 +104,11 @@ def _conv_args(args, kwargs) -> dict:
     return dict(zip(CONV_ARGS, args[3:]), **{k: kwargs[k] for k in CONV_ARGS if k in kwargs})
 
 
-def _plain_conv(args, kwargs) -> bool:
-    """Whether a convolution call has no stride, padding or dilation (conv(x, w, b) alone, or their
+def _plain_conv(conv: dict) -> bool:
+    """Whether a convolution call's arguments (_conv_args) have no stride, padding or dilation (their
     defaults): a 1x1 one is then a projection of each position, block-diagonal where it has groups."""
     unit = {"stride": 1, "padding": 0, "dilation": 1}
-    return all(_all_equal(v, unit[k]) for k, v in _conv_args(args, kwargs).items() if k in unit)
-
-
-def _groups(args, kwargs) -> int:
-    return int(_conv_args(args, kwargs).get("groups", 1))
+    return all(_all_equal(v, unit[k]) for k, v in conv.items() if k in unit)
 
 
 def _all_equal(v, n: int) -> bool:
@@ -202,8 +198,9 @@ class Tracer(TorchFunctionMode):
             x, w = args[0], args[1] if len(args) > 1 else kwargs["weight"]
             b = args[2] if len(args) > 2 else kwargs.get("bias")
             wn = self._param(w)
-            pointwise = w.ndim == x.ndim and all(n == 1 for n in w.shape[2:]) and _plain_conv(args, kwargs)
-            groups = _groups(args, kwargs)  # > 1: a block-diagonal projection (SqueezeBERT's q_groups)
+            conv = _conv_args(args, kwargs)
+            pointwise = w.ndim == x.ndim and all(n == 1 for n in w.shape[2:]) and _plain_conv(conv)
+            groups = int(conv.get("groups", 1))  # > 1: a block-diagonal projection (SqueezeBERT's q_groups)
             if wn is not None and pointwise and x.ndim in (3, 4) and w.shape[1] * groups == x.shape[1]:
                 self.trace.projections.append(
                     Projection(
