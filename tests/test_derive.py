@@ -684,6 +684,34 @@ def test_a_qk_norm_on_some_layers_is_read_by_the_layer(tmp_path):
     assert forms() == ["qk_norm_gain_folded", "bilinear"] * 2
 
 
+def test_a_layers_own_key_heads_in_per_layer_config_are_read_by_the_layer(tmp_path):
+    """EmbeddingGemma 2's full-attention layers have key heads of their own, in transformers'
+    per-layer overrides (per_layer_config["5"]["num_key_value_heads"]): the record names the
+    config's key, and the reader takes each layer's override of it, zero-padded keys included."""
+    from wqk.adapters.reader import locate
+
+    d = derive("embedding_gemma2_text")
+    assert d.ok and d.record.attention[0].kv_heads == ("num_key_value_heads",), d.reason
+    folder = build_tiny("embedding_gemma2_text", tmp_path / "tiny")
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    full = [i for i, kind in enumerate(config["layer_types"]) if kind == "full_attention"]
+    assert full and all(str(i) in config["per_layer_config"] for i in full), config.get("per_layer_config")
+
+    def key_heads() -> list[int]:
+        return [site.kv_heads for site in locate(open_checkpoint(str(folder)), d.record)]
+
+    own = config["per_layer_config"][str(full[0])]["num_key_value_heads"]
+    assert own != config["num_key_value_heads"]
+    want = [own if i in full else config["num_key_value_heads"] for i in range(config["num_hidden_layers"])]
+    assert key_heads() == want
+    assert [b.n_kv_heads for _, b in sorted(_blocks(folder, d.record).items())] == want  # the blocks split so
+    padded = {f"{int(i):02d}": v for i, v in config["per_layer_config"].items()}  # as transformers writes 10+ layers
+    (folder / "config.json").write_text(json.dumps({**config, "per_layer_config": padded}), encoding="utf-8")
+    assert key_heads() == want
+    (folder / "config.json").write_text(json.dumps({**config, "per_layer_config": {}}), encoding="utf-8")
+    assert key_heads() == [config["num_key_value_heads"]] * len(want)
+
+
 def test_a_qk_norms_gain_offset_stays_where_no_pre_norm_is_read():
     """Qwen4-Exp's attention reads a hyper-connection mix (no pre-norm gain to fold) through a
     QK-norm that scales by 1 + w: the record keeps the QK-norm's offset."""

@@ -15,15 +15,17 @@ from ..errors import CorruptCheckpoint, HeadsDoNotFit
 REQUIRED = object()  # config_get without a default: a missing field is an error
 
 
-def config_get(ckpt: Checkpoint, *keys: str, default=REQUIRED):
+def config_get(ckpt: Checkpoint, *keys: str, default=REQUIRED, layer: int | None = None):
     """The first non-null config field among keys; dotted keys walk sub-dicts
     ("vision_config.num_attention_heads"). Families spell the same thing differently
     (num_attention_heads, n_head, n_heads, num_heads, encoder_attention_heads): config.json
-    holds the family's own spelling, not transformers' attribute aliases."""
+    holds the family's own spelling, not transformers' attribute aliases. With a layer, that
+    layer's override in transformers' per_layer_config beside the field wins (layer_overrides)."""
     for key in keys:
         parent, node = None, ckpt.config
         for part in key.split("."):
             parent, node = node, node.get(part) if isinstance(node, dict) else None
+        node = layer_overrides(parent, layer).get(key.rpartition(".")[2], node)
         if node is not None:
             problem = head_count_problem(key, node, parent)  # a head count that no weight can have
             if problem is not None:
@@ -35,6 +37,15 @@ def config_get(ckpt: Checkpoint, *keys: str, default=REQUIRED):
         f"{ckpt.model_id}: config.json (model_type {ckpt.model_type!r}) has none of {list(keys)}; "
         "add the field to config.json or check that the model_type is right"
     )
+
+
+def layer_overrides(config: dict | None, layer: int | None) -> dict:
+    """A layer's fields that differ from the config's own: transformers' per_layer_config, by
+    layer index (zero-padded in config.json: "05" once a model has ten layers); {} for none."""
+    table = config.get("per_layer_config") if isinstance(config, dict) and layer is not None else None
+    if not isinstance(table, dict):
+        return {}
+    return next((v for k, v in table.items() if str(k).isdigit() and int(k) == layer and isinstance(v, dict)), {})
 
 
 def per_layer_list(ckpt: Checkpoint, key: str) -> list:

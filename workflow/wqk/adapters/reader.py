@@ -48,12 +48,12 @@ def _numbers(names: list[str], pattern: str) -> list[tuple[int, ...]]:
     return sorted({tuple(int(g) for g in m.groups()) for n in names if (m := rx.fullmatch(n))})
 
 
-def _heads(ckpt: Checkpoint, a: Attention) -> tuple[object, object]:
+def _heads(ckpt: Checkpoint, a: Attention, layer: int | None) -> tuple[object, object]:
     default = a.heads_default if a.heads_default is not None else REQUIRED
-    heads = config_get(ckpt, *a.heads, default=default)
+    heads = config_get(ckpt, *a.heads, default=default, layer=layer)
     if a.heads_ratio:  # ConvBERT: num_attention_heads // head_ratio, and one head where that is none
         heads = max(int(heads) // int(config_get(ckpt, a.heads_ratio)), 1)
-    kv = config_get(ckpt, *a.kv_heads, default=heads) if a.kv_heads else heads
+    kv = config_get(ckpt, *a.kv_heads, default=heads, layer=layer) if a.kv_heads else heads
     return heads, 1 if a.multi_query else kv
 
 
@@ -87,7 +87,6 @@ def locate(ckpt: Checkpoint, record: Record) -> list[Site]:
                     "renamed weights?"
                 )
             continue
-        heads, kv = _heads(ckpt, a)
         stack = "decoder" if a.as_decoder and ckpt.config.get(a.as_decoder) else a.stack
         k, n_alike = a.interleave or (0, 1)
         if k == 0:
@@ -96,6 +95,7 @@ def locate(ckpt: Checkpoint, record: Record) -> list[Site]:
         for rank, values in enumerate(numbers):
             fields = dict(zip(a.fields, values))
             layer = first + n_alike * (values[0] if len(values) == 1 else rank) + k
+            heads, kv = _heads(ckpt, a, fields.get("i"))
             sites.append(Site(a, stack, layer, prefix, fields, _count(heads, fields, a), _count(kv, fields, a)))
         found[a.stack] = max(found.get(a.stack, 0), first + n_alike * len(numbers))
     if not sites:

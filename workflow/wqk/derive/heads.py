@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from ..adapters.common import layer_overrides
 from .calls import Underivable
 from .trace import ModuleCall, Trace
 
@@ -47,8 +48,7 @@ def _owner_config(trace: Trace, call: ModuleCall, root):
     return root
 
 
-def _keys_equal(config, value: int, pattern: re.Pattern, exclude: re.Pattern | None = None) -> list[str]:
-    own = config.to_dict()
+def _keys_equal(own: dict, value: int, pattern: re.Pattern, exclude: re.Pattern | None = None) -> list[str]:
     return [
         k
         for k, v in own.items()
@@ -60,8 +60,7 @@ def _keys_equal(config, value: int, pattern: re.Pattern, exclude: re.Pattern | N
     ]
 
 
-def _lists_holding(config, value: int, exclude: re.Pattern | None = None) -> list[tuple[str, list]]:
-    own = config.to_dict()
+def _lists_holding(own: dict, value: int, exclude: re.Pattern | None = None) -> list[tuple[str, list]]:
     return [
         (k, list(v))
         for k, v in own.items()
@@ -90,10 +89,9 @@ UNTOLD = (
 RATIO = re.compile(r"head.*ratio|ratio.*head")
 
 
-def _by_ratio(config, heads: int) -> tuple[str, str] | None:
+def _by_ratio(own: dict, heads: int) -> tuple[str, str] | None:
     """(heads key, ratio key) where one head-count field divided by one head-ratio field is the count
     seen, and no other pair is (ConvBERT: num_attention_heads // head_ratio)."""
-    own = config.to_dict()
     ratios = [k for k, v in own.items() if RATIO.search(k) and isinstance(v, int) and not isinstance(v, bool) and v > 1]
     counts = [
         k
@@ -121,8 +119,16 @@ def names_no_heads(cls) -> bool:
     return HEADS.search(code.lower()) is None
 
 
-def _names_heads(config) -> bool:
-    return any(HEADS.search(k) for k in config.to_dict())
+def _names_heads(own: dict) -> bool:
+    return any(HEADS.search(k) for k in own)
+
+
+def _fields(config, module) -> dict:
+    """The config's fields as the attention module reads them: transformers' per-layer overrides
+    for its layer (per_layer_config[layer_idx]: EmbeddingGemma 2's and Gemma 4's full-attention
+    layers, with key heads of their own) over the config's own."""
+    own = config.to_dict()
+    return {**own, **layer_overrides(own, getattr(module, "layer_idx", None))}
 
 
 class HeadKeys(NamedTuple):
@@ -144,49 +150,51 @@ def head_keys(trace: Trace, root):
     def keys(call: ModuleCall, heads: int, kv: int, groups: tuple[int, int] = (1, 1)):
         config = _owner_config(trace, call, root)
         path = config_path(root, config) or ""
-        groups = tuple(_group_key(config, path, call.name, g) for g in groups) if groups != (1, 1) else ()
-        return _head_counts(call, heads, kv, config, path)._replace(
-            groups=groups, layer_flags=_layer_flags(config, path)
+        own = _fields(config, call.module)
+        groups = tuple(_group_key(own, path, call.name, g) for g in groups) if groups != (1, 1) else ()
+        return _head_counts(call, heads, kv, own, type(config).__name__, path)._replace(
+            groups=groups, layer_flags=_layer_flags(own, path)
         )
 
     return keys
 
 
-def _head_counts(call: ModuleCall, heads: int, kv: int, config, path: str) -> HeadKeys:
-    """The head counts' keys of one attention call in its owner config (at path in the root's)."""
-    found = _of_stack(_keys_equal(config, heads, HEADS, KV), call.name)
+def _head_counts(call: ModuleCall, heads: int, kv: int, own: dict, name: str, path: str) -> HeadKeys:
+    """The head counts' keys of one attention call in its owner config's fields own (the config
+    class name, at path in the root's)."""
+    found = _of_stack(_keys_equal(own, heads, HEADS, KV), call.name)
     if not found and heads == kv == 1 and names_no_heads(type(call.module)):
         # one head, fixed by the code (a VQ-VAE's attention block over all its channels,
         # Chameleon's): no field states it; the record carries it as heads_default
         return HeadKeys()
-    if not found and kv == heads and (ratio := _by_ratio(config, heads)) is not None:
+    if not found and kv == heads and (ratio := _by_ratio(own, heads)) is not None:
         return HeadKeys(path + ratio[0], heads_ratio=path + ratio[1])
     heads_list = None
-    if not found and len(lists := _lists_holding(config, heads, KV)) == 1:
+    if not found and len(lists := _lists_holding(own, heads, KV)) == 1:
         found, heads_list = [lists[0][0]], lists[0][1]
-    _one_field(config, call.name, heads, found)
-    kv_key, multi_query, kv_list = _kv_key(config, call.name, heads, kv)
+    _one_field(own, name, call.name, heads, found)
+    kv_key, multi_query, kv_list = _kv_key(own, name, call.name, heads, kv)
     return HeadKeys(path + found[0], path + kv_key if kv_key else None, multi_query, heads_list, None, kv_list)
 
 
 GROUPS = re.compile(r"groups$")
 
 
-def _layer_flags(config, path: str) -> dict[str, list]:
+def _layer_flags(own: dict, path: str) -> dict[str, list]:
     """The config's per-layer lists of flags (booleans or 0 and 1: Llama 4's no_rope_layers), by key."""
     return {
         path + k: list(v)
-        for k, v in config.to_dict().items()
+        for k, v in own.items()
         if isinstance(v, (list, tuple)) and len(v) > 1 and all(isinstance(x, int) and x in (0, 1) for x in v)
     }
 
 
-def _group_key(config, path: str, call_name: str, groups: int) -> str:
+def _group_key(own: dict, path: str, call_name: str, groups: int) -> str:
     """The config key of a grouped projection's group count ("" where it has none): the one field
     ending in "groups" that holds it (the tiny config gives q_groups and k_groups counts of their own)."""
     if groups == 1:
         return ""
-    found = _keys_equal(config, groups, GROUPS)
+    found = _keys_equal(own, groups, GROUPS)
     if len(found) != 1:
         raise Underivable(
             "config", f"{call_name}: {groups} groups of a 1x1 convolution, held by {found or 'no field'} of its config"
@@ -194,10 +202,9 @@ def _group_key(config, path: str, call_name: str, groups: int) -> str:
     return path + found[0]
 
 
-def _one_field(config, call_name: str, heads: int, found: list[str]) -> None:
-    """Raises unless exactly one field holds the heads seen."""
-    name = type(config).__name__
-    if not found and not _names_heads(config):
+def _one_field(own: dict, name: str, call_name: str, heads: int, found: list[str]) -> None:
+    """Raises unless exactly one field of config class name's fields own holds the heads seen."""
+    if not found and not _names_heads(own):
         raise Underivable(
             "config",
             f"{call_name}: its code sets its {heads} heads, and no field of {name} names a "
@@ -217,22 +224,22 @@ def _one_field(config, call_name: str, heads: int, found: list[str]) -> None:
         )
 
 
-def _kv_key(config, call_name: str, heads: int, kv: int) -> tuple[str | None, bool, list | None]:
+def _kv_key(own: dict, name: str, call_name: str, heads: int, kv: int) -> tuple[str | None, bool, list | None]:
     """(kv key or None, multi_query, the key heads per layer where the key names a list): a list is read
     even where a layer has as many key heads as query heads (Sapiens2's first and last layers), so that
     every layer reads the same key."""
-    lists = [(k, v) for k, v in _lists_holding(config, kv) if KV.search(k)]
+    lists = [(k, v) for k, v in _lists_holding(own, kv) if KV.search(k)]
     if len(lists) == 1:
         return lists[0][0], False, lists[0][1]
     if kv == heads:
         return None, False, None
-    kv_found = _of_stack(_keys_equal(config, kv, KV), call_name)
+    kv_found = _of_stack(_keys_equal(own, kv, KV), call_name)
     if len(kv_found) == 1:
         return kv_found[0], False, None
     if kv == 1:
         return None, True, None
     raise Underivable(
         "config",
-        f"{call_name}: no key-head field of {type(config).__name__} equals the {kv} key heads seen: its code "
+        f"{call_name}: no key-head field of {name} equals the {kv} key heads seen: its code "
         f"computes them (MiMo-V2-Flash's sliding layers: num_key_value_heads * 2), {UNTOLD}",
     )
