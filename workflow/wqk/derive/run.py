@@ -9,6 +9,7 @@ same forwards (the derivation's pass with rotation off, then with it on).
 
 from __future__ import annotations
 
+import inspect
 import re
 from dataclasses import dataclass
 
@@ -278,9 +279,55 @@ def plan(model) -> list[Step]:
             found = _first_that_runs(model, model, "", method)
             if isinstance(found, tuple) and _reached(found[1])[0] - ran:
                 step(found)
+    for name, module in [("", model)] + [(t.name, t.module) for t in nested_towers(model)]:
+        prefix = name + "." if name else ""
+        if any(a.startswith(prefix) and a not in ran for a in attentions) and (found := _decoded(model, module, name)):
+            step(found)
     if error is not None and (not steps or any(a not in ran for a in attentions)):
         raise error  # the root's, where it left attention the towers do not reach: the derivation retries
     return steps
+
+
+def _decoded(model, module, name: str) -> tuple[Step, Trace] | None:
+    """A VQ-VAE's decoder run on codes (Emu3's, whose forward only encodes; its middle block
+    attends over the latent grid): decode on the codes encode gives the module's first input
+    variant that it encodes, and on other codes of the same grid; None where the module has no
+    encode and decode, or they do not run."""
+    if not all(callable(getattr(module, m, None)) for m in ("encode", "decode")):
+        return None
+    for inputs in _for_method(module, "encode", 0):
+        try:
+            with torch.no_grad():
+                codes = _codes(module.encode(**inputs))
+            parameter = next(iter(inspect.signature(module.decode).parameters))
+            g = torch.Generator().manual_seed(1)
+            other = torch.randint(0, _codebook(module.config, codes), codes.shape, generator=g)
+            step = Step(name, {parameter: codes}, {parameter: other}, method="decode")
+            with tracing(model) as trace:
+                module.decode(**step.inputs)
+            return step, trace
+        except Exception:  # whatever the module raises on inputs it does not take: the next variant
+            continue
+    return None
+
+
+def _codebook(config, codes: torch.Tensor) -> int:
+    """How many codes the VQ-VAE's codebook holds (its config's count; past the largest code seen)."""
+    counts = (getattr(config, k, None) for k in ("codebook_size", "num_embeddings", "n_embed"))
+    return next((n for n in counts if isinstance(n, int) and n > 0), int(codes.max()) + 1)
+
+
+def _codes(encoded) -> torch.Tensor:
+    """The integer codes an encode returned: its first integer tensor, or list of them stacked."""
+    values = (
+        encoded.values() if hasattr(encoded, "values") else encoded if isinstance(encoded, (tuple, list)) else [encoded]
+    )
+    for v in values:
+        if isinstance(v, (list, tuple)) and v and all(isinstance(t, torch.Tensor) for t in v):
+            v = torch.stack(list(v))
+        if isinstance(v, torch.Tensor) and not v.is_floating_point():
+            return v
+    raise ValueError("encode returned no integer codes")
 
 
 def _shared_config_models(model) -> list[tuple[str, torch.nn.Module]]:

@@ -358,6 +358,8 @@ def _vq_channels(out: dict, own: dict) -> None:
         return
     if any(_int(v) == base * mult[-1] and WIDTH_KEYS.match(k) for k, v in own.items()):
         out["base_channels"], out["channel_multiplier"] = WIDTH, [1] * len(mult)
+    if _int(own.get("latent_channels")) and own.get("embed_dim") == own["latent_channels"]:
+        out["embed_dim"] = out["latent_channels"]  # codes as wide as the latents: Emu3's decoder stacks the two
 
 
 def _unset_rope(out: dict) -> None:
