@@ -53,7 +53,9 @@ class Attention:
       weights stored [out, in / groups, 1]), "" for a side that is not grouped.
     prefixes: tried in order; the first under which the weight exists is used.
     heads, kv_heads: config keys (dotted for sub-configs) tried in order; kv_heads empty:
-      as many key heads as query heads; heads_default where the config may lack them;
+      as many key heads as query heads; heads_default where the config may lack them; a layer's
+      override in the config's per_layer_config (transformers' heterogeneous configs: EmbeddingGemma
+      2's full-attention layers' key heads) wins for the layer the template's {i} numbers;
       heads_by: the template field indexing a per-stage list of head counts (Swin: "s") or a
       per-layer one ("i": Laguna's query heads, Sapiens2's key heads), whichever of the two keys names a list;
       heads_ratio: a config key the heads key's count is divided by (ConvBERT: num_attention_heads //
