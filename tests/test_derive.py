@@ -729,6 +729,34 @@ def test_a_vq_vaes_decoder_is_run_on_codes():
         assert any(w.endswith("decoder.middle_block.attn_1.{p}.weight") for w in weights), (model_type, weights)
 
 
+def test_q_and_k_saved_fused_with_each_heads_rows_reordered_are_read_as_stored():
+    """Step 3.5's vision tower and Gradium Phonon: transformers saves q, k and v as the checkpoint's
+    fused in_proj weight, each head's q and k rows permuted back from rotate-half pairs to
+    interleaved ones. The record reads the fused rows as stored (one order for q and k leaves each
+    head's form as it is), and the logits test on the saved model passes; Gradium's rotary, rotate-half
+    in the model, is interleaved on the stored rows. A block is found only where it holds the rows."""
+    from wqk.derive.verified import _rows_reordered
+
+    for model_type in ("step3p5_vision", "step3p7"):
+        d = derive(model_type)
+        assert d.ok, (model_type, d.category, d.reason)
+        fused = [(a.weight, a.fused) for a in d.record.attention if a.weight.endswith("attn.in_proj_weight")]
+        assert fused and all(f == "blocks" for _, f in fused), (model_type, fused)
+    gradium = derive("gradium_phonon_tts")  # its save-time permutation reads key heads as query heads:
+    assert gradium.ok, (gradium.category, gradium.reason)  # derived on a tiny model with as many of each
+    tiny = gradium.record.tiny.config
+    assert tiny["num_key_value_heads"] == tiny["num_attention_heads"], tiny
+    assert [(a.weight, a.fused) for a in gradium.record.attention] == [
+        ("layers.{i}.self_attn.in_proj.weight", "blocks")
+    ]
+    assert gradium.record.rope.layout == "interleaved"  # the stored rows' pairs, found at real positions
+    t = torch.arange(10.0).reshape(5, 2)
+    where = {row.numpy().tobytes(): i for i, row in enumerate(t)}
+    assert _rows_reordered(where, t[[3, 2]]) == 2
+    assert _rows_reordered(where, t[[1, 3]]) is None  # rows 1 and 3: not one block
+    assert _rows_reordered(where, torch.tensor([[4.0, 5.0], [7.0, 7.0]])) is None  # a row it does not hold
+
+
 def test_a_qk_norms_gain_offset_stays_where_no_pre_norm_is_read():
     """Qwen4-Exp's attention reads a hyper-connection mix (no pre-norm gain to fold) through a
     QK-norm that scales by 1 + w: the record keeps the QK-norm's offset."""
@@ -852,8 +880,8 @@ def test_prompts_and_places_the_forwards_take_reach_the_attentions_behind_them()
     assert kosmos.ok, (kosmos.category, kosmos.reason)
     x_attn = [a for a in kosmos.record.attention if "x_attn" in a.weight]
     assert [(a.stack, a.single) for a in x_attn] == [("cross", True)]
-    dino = derive("grounding-dino")  # its fusion layer's heads: encoder_attention_heads // 2
-    assert dino.category == "config" and "fusion_layer" in dino.reason, dino.reason
+    dino = derive("grounding-dino")  # its fusion layer's heads: encoder_attention_heads // 2 (below)
+    assert dino.ok, (dino.category, dino.reason)
 
 
 def test_vision_inputs_and_sizes_follow_the_forward_and_the_config():
@@ -883,13 +911,34 @@ def test_vision_inputs_and_sizes_follow_the_forward_and_the_config():
     assert set(forward_inputs(build(bridge, model_class(bridge)))) == {"image"}
 
 
-def test_heads_no_field_names_are_refused_unless_the_code_names_none():
+def test_heads_the_code_divides_from_a_field_are_read_through_it_and_fixed_ones_by_default(tmp_path):
     """BridgeTower's vision model: nn.MultiheadAttention(hidden_size, hidden_size // 64), one head at
-    the tiny width and 12 in its checkpoints, no field naming any: refused (config), where a record of
-    one head fixed by the code would score a real checkpoint's 12 heads as one. Chameleon's VQ-VAE
-    attention, whose code names no head count: one head, heads_default."""
+    the tiny width and 12 in its checkpoints, no field naming any: the code that builds it states
+    the count, and the record divides the field by the constant (heads_ratio 64), so a checkpoint
+    768 wide reads 12 heads, not the one a fixed head would give. Grounding DINO's text enhancer and
+    fusion: encoder_attention_heads // 2. Chameleon's VQ-VAE attention, whose code names no head
+    count: one head, heads_default."""
+    from wqk.adapters.reader import locate
+    from wqk.derive.heads import _divided_in_code
+
     bridge = derive("bridgetower_vision_model")
-    assert bridge.category == "config" and "hidden_size // 64" in bridge.reason, bridge.reason
+    assert bridge.ok, (bridge.category, bridge.reason)
+    a = bridge.record.attention[0]
+    assert (a.heads, a.heads_ratio, a.heads_default) == (("hidden_size",), 64, None), a
+    folder = build_tiny("bridgetower_vision_model", tmp_path / "tiny")
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    (folder / "config.json").write_text(json.dumps({**config, "hidden_size": 768}), encoding="utf-8")
+    assert {site.heads for site in locate(open_checkpoint(str(folder)), bridge.record)} == {12}
+    dino = derive("grounding-dino")
+    divided = {
+        (a.heads, a.heads_ratio) for a in dino.record.attention if "fusion_layer" in a.weight or "enhancer" in a.weight
+    }
+    assert divided == {(("encoder_attention_heads",), 2)}, divided
+    code = "self.attn = nn.MultiheadAttention(config.hidden_size, config.hidden_size // 64)"
+    assert _divided_in_code({"hidden_size": 128}, 2, [code]) == ("hidden_size", 64)
+    assert _divided_in_code({"hidden_size": 128}, 3, [code]) is None  # not the count seen
+    two = code + "; n = config.width // 32"
+    assert _divided_in_code({"hidden_size": 128, "width": 64}, 2, [two]) is None  # two readings: none
     vq = derive("chameleon_vqgan")
     assert vq.ok and [a.heads_default for a in vq.record.attention] == [1], vq.reason
 

@@ -16,6 +16,7 @@ import transformers
 from derived_types import expected
 from wqk.adapters import UnsupportedModelType, get_record
 from wqk.derive import derive
+from wqk.tiny import tiny_class
 
 # each test's freed memory back to the system (conftest.release_memory)
 pytestmark = pytest.mark.usefixtures("release_memory")
@@ -55,3 +56,5 @@ def test_every_model_type_derives_as_expected(model_type):
     result = derive(model_type)
     got = "derived" if result.ok else f"refused: {result.category}"
     assert got == want, f"{model_type}: {result.category}: {result.reason}"
+    if result.ok:  # `wqk tiny` builds it: its class found where transformers does not export it
+        assert tiny_class(model_type).__name__ == result.record.tiny.architecture

@@ -43,6 +43,22 @@ def tiny_spec(model_type: str):
     return tiny
 
 
+def tiny_class(model_type: str, architecture: str | None = None) -> type:
+    """The model class of the type's tiny model (or of another architecture): transformers' own,
+    or its modeling module's where transformers does not export it (BridgeTowerVisionModel, the
+    towers of composites that derived records name)."""
+    import transformers
+
+    tiny = tiny_spec(model_type)
+    name = architecture or tiny.architecture
+    cls = getattr(transformers, name, None)
+    if cls is None:
+        from .derive.build import modeling_module
+
+        cls = getattr(modeling_module(tiny.family or model_type), name)
+    return cls
+
+
 def tiny_model(model_type: str, seed: int = 0, architecture: str | None = None, **overrides):
     """The tiny model instance (random weights, eval mode), not saved."""
     import transformers
@@ -50,7 +66,7 @@ def tiny_model(model_type: str, seed: int = 0, architecture: str | None = None, 
     tiny = tiny_spec(model_type)
     config = transformers.AutoConfig.for_model(tiny.family or model_type, **{**tiny.config, **overrides})
     config.wqk_synthetic = True
-    cls = getattr(transformers, architecture or tiny.architecture)
+    cls = tiny_class(model_type, architecture)
     torch.manual_seed(seed)
     return cls(config).eval()
 

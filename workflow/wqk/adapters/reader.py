@@ -52,7 +52,8 @@ def _heads(ckpt: Checkpoint, a: Attention, layer: int | None) -> tuple[object, o
     default = a.heads_default if a.heads_default is not None else REQUIRED
     heads = config_get(ckpt, *a.heads, default=default, layer=layer)
     if a.heads_ratio:  # ConvBERT: num_attention_heads // head_ratio, and one head where that is none
-        heads = max(int(heads) // int(config_get(ckpt, a.heads_ratio)), 1)
+        ratio = a.heads_ratio if isinstance(a.heads_ratio, int) else config_get(ckpt, a.heads_ratio)
+        heads = max(int(heads) // int(ratio), 1)
     kv = config_get(ckpt, *a.kv_heads, default=heads, layer=layer) if a.kv_heads else heads
     return heads, 1 if a.multi_query else kv
 

@@ -59,7 +59,9 @@ class Attention:
       heads_by: the template field indexing a per-stage list of head counts (Swin: "s") or a
       per-layer one ("i": Laguna's query heads, Sapiens2's key heads), whichever of the two keys names a list;
       heads_ratio: a config key the heads key's count is divided by (ConvBERT: num_attention_heads //
-      head_ratio heads, at least 1); multi_query: one key head shared by every query head, whatever the config's counts say
+      head_ratio heads, at least 1), or a constant the code divides it by (BridgeTower's vision
+      tower: hidden_size // 64; Grounding DINO's text enhancer: encoder_attention_heads // 2);
+      multi_query: one key head shared by every query head, whatever the config's counts say
       (multi-query attention: GPT-BigCode, Falcon-7B).
     bias: the bias template (DERIVED: from the weight's; None: no bias); q_bias: a query
       bias of its own next to a fused weight without bias (DeBERTa v1).
@@ -118,7 +120,7 @@ class Attention:
     kv_heads: tuple[str, ...] = ()
     heads_default: int | None = None
     heads_by: str | None = None
-    heads_ratio: str | None = None
+    heads_ratio: str | int | None = None
     multi_query: bool = False
     bias: str | None = DERIVED
     q_bias: str | None = None

@@ -72,22 +72,34 @@ def derive(model_type: str, fields: dict | None = None) -> Derivation:
 
 def _derive_quietly(model_type: str, fields: dict | None) -> Derivation:
     with _quiet():
-        try:
-            return _derive(model_type, fields)
-        except Underivable as e:
-            return Derivation(model_type, category=e.category, reason=e.reason)
-        except (TimeoutError, MemoryError, UnsupportedModelType):  # the worker's time limit, the machine's
-            raise  # memory, a library not installed (timm): not the layout's
-        except Exception as e:  # past the forward: a layout the derivation's own steps cannot follow
-            where = traceback.extract_tb(e.__traceback__)[-1]
-            reason = f"{type(e).__name__} at {Path(where.filename).name}:{where.lineno}: {str(e)[:200]}"
-            return Derivation(model_type, category="layout", reason=reason)
+        first = _outcome(model_type, fields)
+        if not first.ok and first.reason.startswith(CANNOT_SAVE):
+            # a save-time conversion that reads the key heads as query heads (Gradium Phonon's
+            # PermuteForRope): a tiny model with as many of each, as its checkpoints have
+            second = _outcome(model_type, fields, kv_equal=True)
+            if second.ok:
+                return second
+        return first
+
+
+def _outcome(model_type: str, fields: dict | None, kv_equal: bool = False) -> Derivation:
+    try:
+        return _derive(model_type, fields, kv_equal)
+    except Underivable as e:
+        return Derivation(model_type, category=e.category, reason=e.reason)
+    except (TimeoutError, MemoryError, UnsupportedModelType):  # the worker's time limit, the machine's
+        raise  # memory, a library not installed (timm): not the layout's
+    except Exception as e:  # past the forward: a layout the derivation's own steps cannot follow
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        reason = f"{type(e).__name__} at {Path(where.filename).name}:{where.lineno}: {str(e)[:200]}"
+        return Derivation(model_type, category="layout", reason=reason)
 
 
 FILLS = 4  # missing config fields filled in, at most
+CANNOT_SAVE = "transformers cannot save its tiny model"
 
 
-def _derive(model_type: str, fields: dict | None) -> Derivation:
+def _derive(model_type: str, fields: dict | None, kv_equal: bool = False) -> Derivation:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     from .build import NoModelClass, build, model_class
@@ -111,11 +123,12 @@ def _derive(model_type: str, fields: dict | None) -> Derivation:
     # the second try: as many key heads as query heads; the third, in float32, where the forward
     # makes float32 tensors of its own that meet float64 weights (Inkling 2, FastSpeech 2's conformer)
     # or that overflow with float64 values (FSMT, CANINE)
-    for kv_equal, dtype in ((False, torch.float64), (True, torch.float64), (False, torch.float32)):
+    # (kv_equal: every try with as many key heads as query heads)
+    for equal, dtype in dict.fromkeys(((kv_equal, torch.float64), (True, torch.float64), (kv_equal, torch.float32))):
         if dtype == torch.float32 and not DTYPE_CLASH.search(str(error)):
             continue
         try:
-            config = tiny_config(model_type, fields, kv_equal)
+            config = tiny_config(model_type, fields, equal)
             cls = _task_class(config, fields) or model_class(config)
             for repair in range(FILLS + 1):  # fields transformers reads that the config class lacks
                 try:
@@ -172,7 +185,7 @@ def _save_pretrained(model, folder: Path) -> None:
         with hub_bars():  # no "Writing model shards" frames
             model.save_pretrained(folder, safe_serialization=True)
     except Exception as e:  # a save-time weight conversion that does not fit the tiny model
-        raise Underivable("layout", f"transformers cannot save its tiny model: {type(e).__name__}: {e}") from e
+        raise Underivable("layout", f"{CANNOT_SAVE}: {type(e).__name__}: {e}") from e
 
 
 def _tiny_fields(config) -> dict:

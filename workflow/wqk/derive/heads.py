@@ -8,6 +8,7 @@ model or module around it that has one), reached from the root config by a dotte
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple
 
@@ -106,6 +107,43 @@ def _by_ratio(own: dict, heads: int) -> tuple[str, str] | None:
     return pairs[0] if len(pairs) == 1 else None
 
 
+DIVIDED = re.compile(r"config\.(\w+)\s*//\s*(\d+)\b")
+
+
+def _init_sources(trace: Trace, call: ModuleCall) -> list[str]:
+    """The __init__ code of the attention module's class and of the two modules around it, where a
+    count the code computes is written (BridgeTower's residual block builds its
+    nn.MultiheadAttention of config.hidden_size // 64 heads)."""
+    import inspect
+
+    codes, index = [], call.index
+    while index is not None and len(codes) < 3:
+        c = trace.calls[index]
+        try:
+            codes.append(inspect.getsource(type(c.module).__init__))
+        except (OSError, TypeError):
+            pass
+        index = c.parent
+    return codes
+
+
+def _divided_in_code(own: dict, heads: int, sources: list[str]) -> tuple[str, int] | None:
+    """(key, divisor) where the code builds the attention with config.key // divisor heads, the
+    count seen, and with no other such count (BridgeTower: hidden_size // 64; Grounding DINO's
+    text enhancer and fusion: encoder_attention_heads // 2)."""
+    found = {
+        (k, int(d))
+        for code in sources
+        for k, d in DIVIDED.findall(code)
+        if int(d) > 1 and _int_field(own.get(k)) and own[k] // int(d) == heads
+    }
+    return found.pop() if len(found) == 1 else None
+
+
+def _int_field(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def names_no_heads(cls) -> bool:
     """Whether an attention module's code (its __init__ and forward) names no head count: a single
     head fixed by the architecture (GroupViT's assignment, WavTokenizer's 1x1-convolution attention),
@@ -152,16 +190,19 @@ def head_keys(trace: Trace, root):
         path = config_path(root, config) or ""
         own = _fields(config, call.module)
         groups = tuple(_group_key(own, path, call.name, g) for g in groups) if groups != (1, 1) else ()
-        return _head_counts(call, heads, kv, own, type(config).__name__, path)._replace(
+        sources = functools.partial(_init_sources, trace, call)
+        return _head_counts(call, heads, kv, own, type(config).__name__, path, sources)._replace(
             groups=groups, layer_flags=_layer_flags(own, path)
         )
 
     return keys
 
 
-def _head_counts(call: ModuleCall, heads: int, kv: int, own: dict, name: str, path: str) -> HeadKeys:
+def _head_counts(
+    call: ModuleCall, heads: int, kv: int, own: dict, name: str, path: str, sources=lambda: []
+) -> HeadKeys:
     """The head counts' keys of one attention call in its owner config's fields own (the config
-    class name, at path in the root's)."""
+    class name, at path in the root's; sources: the code that builds the attention)."""
     found = _of_stack(_keys_equal(own, heads, HEADS, KV), call.name)
     if not found and heads == kv == 1 and names_no_heads(type(call.module)):
         # one head, fixed by the code (a VQ-VAE's attention block over all its channels,
@@ -172,6 +213,8 @@ def _head_counts(call: ModuleCall, heads: int, kv: int, own: dict, name: str, pa
     heads_list = None
     if not found and len(lists := _lists_holding(own, heads, KV)) == 1:
         found, heads_list = [lists[0][0]], lists[0][1]
+    if not found and kv == heads and (divided := _divided_in_code(own, heads, sources())) is not None:
+        return HeadKeys(path + divided[0], heads_ratio=divided[1])
     _one_field(own, name, call.name, heads, found)
     kv_key, multi_query, kv_list = _kv_key(own, name, call.name, heads, kv)
     return HeadKeys(path + found[0], path + kv_key if kv_key else None, multi_query, heads_list, None, kv_list)

@@ -388,6 +388,7 @@ def saved_names(model, folder: Path) -> Saved:
     for name, t in tensors.items():
         stored.setdefault((tuple(t.shape), t.numpy().tobytes()), name)
     names, inside = {}, {}
+    row_index: dict[str, dict[bytes, int]] = {}  # saved tensor -> its rows' places, made where needed
     for name, p in model.named_parameters(remove_duplicate=False):
         value = p.detach().double()
         key = (tuple(value.shape), value.numpy().tobytes())
@@ -398,10 +399,27 @@ def saved_names(model, folder: Path) -> Saved:
             if t.ndim == value.ndim and t.shape[1:] == value.shape[1:] and t.shape[0] > value.shape[0]:
                 rows = (t == value[0]).reshape(len(t), -1).all(1).nonzero().flatten().tolist()
                 hit = next((r for r in rows if torch.equal(t[r : r + value.shape[0]], value)), None)
+                if hit is None:
+                    if saved not in row_index:
+                        row_index[saved] = {r.numpy().tobytes(): i for i, r in enumerate(t.reshape(len(t), -1))}
+                    hit = _rows_reordered(row_index[saved], value)
                 if hit is not None:
                     inside[name] = (saved, hit)
                     break
     return Saved(names, inside)
+
+
+def _rows_reordered(where: dict[bytes, int], value: torch.Tensor) -> int | None:
+    """The first row of a block of a saved tensor (where: its rows' places, by their bytes) that
+    holds value's rows in another order (q and k saved fused, each head's rows permuted from
+    rotate-half pairs back to interleaved ones: Step 3.5's vision tower); None where there is none.
+    The reader takes the rows as stored: the form of each head is the same under one order of its
+    rows for q and k, and the logits test (and the rotary's layout, found at real positions) says
+    whether the stored order is read right."""
+    found = [where.get(row.numpy().tobytes()) for row in value.reshape(len(value), -1)]
+    if any(i is None for i in found) or max(found) - min(found) + 1 != len(found):
+        return None
+    return min(found)
 
 
 def _as_saved(facts, saved: Saved):
