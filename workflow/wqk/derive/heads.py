@@ -251,15 +251,14 @@ def _one_field(own: dict, name: str, call_name: str, heads: int, found: list[str
         raise Underivable(
             "config",
             f"{call_name}: its code sets its {heads} heads, and no field of {name} names a "
-            "head count: a constant, or a count computed from a width (BridgeTower's hidden_size // 64, one "
-            "head at the tiny width and 12 in its checkpoints), which one tiny model cannot tell apart",
+            "head count: a constant, or a count computed from a width in a way the code that builds the "
+            "attention does not spell as config.field // n, which one tiny model cannot tell apart",
         )
     if not found:
         raise Underivable(
             "config",
             f"{call_name}: no head-count field of {name} equals the {heads} heads seen: its code computes them "
-            "(from a width: BridgeTower's hidden_size // 64, or another count: Grounding DINO's "
-            f"encoder_attention_heads // 2), {UNTOLD}",
+            f"other than as config.field // n in the code that builds the attention, {UNTOLD}",
         )
     if len(found) > 1:
         raise Underivable(
