@@ -57,4 +57,4 @@ def test_every_model_type_derives_as_expected(model_type):
     got = "derived" if result.ok else f"refused: {result.category}"
     assert got == want, f"{model_type}: {result.category}: {result.reason}"
     if result.ok:  # `wqk tiny` builds it: its class found where transformers does not export it
-        assert tiny_class(model_type).__name__ == result.record.tiny.architecture
+        assert tiny_class(model_type, tiny=result.record.tiny).__name__ == result.record.tiny.architecture

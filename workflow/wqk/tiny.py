@@ -43,13 +43,13 @@ def tiny_spec(model_type: str):
     return tiny
 
 
-def tiny_class(model_type: str, architecture: str | None = None) -> type:
-    """The model class of the type's tiny model (or of another architecture): transformers' own,
-    or its modeling module's where transformers does not export it (BridgeTowerVisionModel, the
-    towers of composites that derived records name)."""
+def tiny_class(model_type: str, architecture: str | None = None, tiny=None) -> type:
+    """The model class of the type's tiny model (tiny: its Tiny, where the caller holds it; or of
+    another architecture): transformers' own, or its modeling module's where transformers does not
+    export it (BridgeTowerVisionModel, the towers of composites that derived records name)."""
     import transformers
 
-    tiny = tiny_spec(model_type)
+    tiny = tiny or tiny_spec(model_type)
     name = architecture or tiny.architecture
     cls = getattr(transformers, name, None)
     if cls is None:
@@ -66,7 +66,7 @@ def tiny_model(model_type: str, seed: int = 0, architecture: str | None = None, 
     tiny = tiny_spec(model_type)
     config = transformers.AutoConfig.for_model(tiny.family or model_type, **{**tiny.config, **overrides})
     config.wqk_synthetic = True
-    cls = tiny_class(model_type, architecture)
+    cls = tiny_class(model_type, architecture, tiny)
     torch.manual_seed(seed)
     return cls(config).eval()
 
