@@ -49,15 +49,16 @@ def _owner_config(trace: Trace, call: ModuleCall, root):
     return root
 
 
+def _int_field(v) -> bool:
+    """An integer field, not a flag (bool is an int)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def _keys_equal(own: dict, value: int, pattern: re.Pattern, exclude: re.Pattern | None = None) -> list[str]:
     return [
         k
         for k, v in own.items()
-        if isinstance(v, int)
-        and not isinstance(v, bool)
-        and v == value
-        and pattern.search(k)
-        and not (exclude and exclude.search(k))
+        if _int_field(v) and v == value and pattern.search(k) and not (exclude and exclude.search(k))
     ]
 
 
@@ -93,15 +94,9 @@ RATIO = re.compile(r"head.*ratio|ratio.*head")
 def _by_ratio(own: dict, heads: int) -> tuple[str, str] | None:
     """(heads key, ratio key) where one head-count field divided by one head-ratio field is the count
     seen, and no other pair is (ConvBERT: num_attention_heads // head_ratio)."""
-    ratios = [k for k, v in own.items() if RATIO.search(k) and isinstance(v, int) and not isinstance(v, bool) and v > 1]
+    ratios = [k for k, v in own.items() if RATIO.search(k) and _int_field(v) and v > 1]
     counts = [
-        k
-        for k, v in own.items()
-        if HEADS.search(k)
-        and not RATIO.search(k)
-        and not KV.search(k)
-        and isinstance(v, int)
-        and not isinstance(v, bool)
+        k for k, v in own.items() if HEADS.search(k) and not RATIO.search(k) and not KV.search(k) and _int_field(v)
     ]
     pairs = [(h, r) for h in counts for r in ratios if own[h] // own[r] == heads]
     return pairs[0] if len(pairs) == 1 else None
@@ -138,10 +133,6 @@ def _divided_in_code(own: dict, heads: int, sources: list[str]) -> tuple[str, in
         if int(d) > 1 and _int_field(own.get(k)) and own[k] // int(d) == heads
     }
     return found.pop() if len(found) == 1 else None
-
-
-def _int_field(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def names_no_heads(cls) -> bool:
