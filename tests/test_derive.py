@@ -627,15 +627,46 @@ def test_a_mask_read_as_booleans_runs_under_sdpa():
 def test_a_non_bilinear_softmax_input_stays_refused_after_the_position_terms():
     """Zeroing position terms rescues only what they cause: Doge's softmax input (a mask computed
     from the values) stays no linear map of q.k, PP-FormulaNet's keys, its SAM tables zeroed, stay
-    scaled per column; FastSpeech 2's conformer, its position terms zeroed, is refused for what
-    remains (its decoder's length follows the predicted durations), with that reason."""
+    scaled per column."""
     doge = derive("doge")
     assert doge.category == "not bilinear" and "no linear map" in doge.reason, doge.reason
     formula = derive("pp_formulanet")
     assert formula.category == "not bilinear" and "scaled differently per column" in formula.reason, formula.reason
     assert "with the position terms zeroed" in formula.reason
+
+
+def test_a_decoder_whose_length_follows_predicted_durations_is_fit_in_each_forward_alone():
+    """FastSpeech 2's decoder runs over as many frames as the durations its predictor reads from
+    the tokens (eval mode ignores duration_labels): the forward of other tokens has another length,
+    so each forward's softmax input is fit alone, where a term of position cannot cancel. Its head
+    counts are read from the encoder_config and decoder_config dicts its modules read (config.json
+    holds them beside the flat fields they were made from)."""
     fastspeech = derive("fastspeech2_conformer")
-    assert fastspeech.category == "layout" and "with the position terms zeroed" in fastspeech.reason, fastspeech.reason
+    assert fastspeech.ok, fastspeech.reason
+    assert {a.stack: a.heads for a in fastspeech.record.attention} == {
+        "encoder": ("encoder_config.num_attention_heads",),
+        "decoder": ("decoder_config.num_attention_heads",),
+    }
+    assert fastspeech.record.objectives == {"encoder": "bidirectional", "decoder": "bidirectional"}
+    assert "pos_bias_u" in {n.rsplit(".", 1)[1] for n in _zeroed(fastspeech)}
+
+
+def test_fit_runs_of_two_lengths_admits_no_term_of_position_and_one_scale():
+    """fit_runs on forwards of two lengths: q.k times one scale plus a constant per row passes; a
+    term of position, or another scale in the second forward, is refused."""
+    from wqk.derive.calls import fit_runs
+
+    g = torch.Generator().manual_seed(0)
+    out, other, row = (
+        torch.randn(*shape, generator=g, dtype=torch.float64) for shape in ((1, 2, 5, 5), (1, 2, 7, 7), (1, 2, 5, 1))
+    )
+    scale, position = fit_runs(0.5 * out + row, 0.5 * other, out, other)
+    assert abs(scale - 0.5) < 1e-12 and not position
+    i = torch.arange(5.0)
+    with pytest.raises(Underivable, match="no linear map"):
+        fit_runs(0.5 * out + 0.1 * (i[None, :] - i[:, None]), 0.5 * other, out, other)
+    with pytest.raises(Underivable, match="scaled by 0.5 and 0.25"):
+        fit_runs(0.5 * out, 0.25 * other, out, other)
 
 
 def test_qk_norm_biases_and_a_norm_over_all_heads_are_folded_as_q_and_k_are():

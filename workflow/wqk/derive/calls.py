@@ -144,6 +144,23 @@ def fit_scale(scores, other_scores, out, other_out, open_, tol: float = 1e-6) ->
     return s, bool((rest.abs() > 1e-6 * out.abs().max()).any())
 
 
+def fit_runs(scores, other_scores, out, other_out, tol: float = 1e-6) -> tuple[float, bool]:
+    """fit_scale over two forwards of other tokens; where their lengths differ (a decoder whose
+    length follows durations predicted from the tokens: FastSpeech 2's), each forward alone, where
+    a term of position cannot cancel and fails the fit, at one scale."""
+    if scores.shape == other_scores.shape and out.shape == other_out.shape:
+        return fit_scale(scores, other_scores, out, other_out, open_positions(scores, other_scores), tol)
+    fits = [
+        fit_scale(s, torch.zeros_like(s), o, torch.zeros_like(o), open_positions(s, s), tol)[0]
+        for s, o in ((scores, out), (other_scores, other_out))
+    ]
+    if abs(fits[0] - fits[1]) > max(tol, 64 * torch.finfo(scores.dtype).eps) * abs(fits[0]):
+        raise Underivable(
+            "not bilinear", f"the softmax input is q.k scaled by {fits[0]:.6g} and {fits[1]:.6g} in two forwards"
+        )
+    return fits[0], False
+
+
 def _side(
     operand: torch.Tensor, trace: Trace, before: int, what: str, calls: list[ModuleCall], whole: bool = True
 ) -> Side:
@@ -361,7 +378,7 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
     call = _innermost(trace, softmax)
     calls = _subtree(trace, call)
     other_product = _product_of(again, other)
-    if other_product is None or other_product.out.shape != product.out.shape:
+    if other_product is None or other_product.out.shape[:-2] != product.out.shape[:-2]:
         raise Underivable("layout", f"{call.name}: the forward of other tokens ran another attention product")
     error = None
     for batch in _batches(trace, product, calls):
@@ -381,12 +398,12 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
     tk = out.shape[-1]
     extra = scores.shape[-1] - tk
     scores = scores[..., :tk]
-    others = _heads_view(other.scores, batch)[..., :tk]
     other_out = _heads_view(other_product.out, batch)
-    open_ = open_positions(scores, others)
+    others = _heads_view(other.scores, batch)[..., : other_out.shape[-1]]
+    open_ = open_positions(scores, others if others.shape == scores.shape else scores)
     if open_.sum() < 2 * open_.shape[-2] * open_.shape[0] * open_.shape[1]:  # under two open keys a query
         raise Underivable("layout", f"only {int(open_.sum())} of {open_.numel()} attention logits are unmasked")
-    scale, position = fit_scale(scores, others, out, other_out, open_)
+    scale, position = fit_runs(scores, others, out, other_out)
     xq, xk = q_side.projection.x, k_side.projection.x
     cross = not (xq.shape == xk.shape and torch.equal(xq, xk)) and not _pooled_from(xq, xk, batch)
     return AttentionCall(

@@ -62,6 +62,13 @@ def _keys_equal(own: dict, value: int, pattern: re.Pattern, exclude: re.Pattern 
     ]
 
 
+def _in_dicts(own: dict) -> dict:
+    """The fields of plain dicts among own's, by dotted key (FastSpeech 2's encoder_config and
+    decoder_config, which its modules read their head counts from, config.json beside the flat
+    fields they were made from)."""
+    return {f"{k}.{sk}": sv for k, v in own.items() if isinstance(v, dict) for sk, sv in v.items()}
+
+
 def _lists_holding(own: dict, value: int, exclude: re.Pattern | None = None) -> list[tuple[str, list]]:
     return [
         (k, list(v))
@@ -206,6 +213,8 @@ def _head_counts(
         found, heads_list = [lists[0][0]], lists[0][1]
     if not found and kv == heads and (divided := _divided_in_code(own, heads, sources())) is not None:
         return HeadKeys(path + divided[0], heads_ratio=divided[1])
+    if not found:
+        found = _of_stack(_keys_equal(_in_dicts(own), heads, HEADS, KV), call.name)
     _one_field(own, name, call.name, heads, found)
     kv_key, multi_query, kv_list = _kv_key(own, name, call.name, heads, kv)
     return HeadKeys(path + found[0], path + kv_key if kv_key else None, multi_query, heads_list, None, kv_list)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from ..blocks import AttentionBlock
-from .calls import AttentionCall, Side, Underivable, _heads_view, _product_of, fit_scale, open_positions
+from .calls import AttentionCall, Side, Underivable, _heads_view, _product_of, fit_runs
 from .columns import as_rows
 from .trace import ModuleCall, Trace
 
@@ -183,7 +183,7 @@ def check(block: AttentionBlock, one: Seen, other: Seen, with_rope: bool = False
     form, scores = _form(block, one, with_rope)
     other_form, other_scores = _form(block, other, with_rope)
     try:
-        scale, _ = fit_scale(scores, other_scores, form, other_form, open_positions(scores, other_scores), TOL)
+        scale, _ = fit_runs(scores, other_scores, form, other_form, TOL)
     except Underivable as e:
         raise Underivable("verify", f"{one.name} ({block.stack} layer {block.layer}): {e.reason}") from None
     return scale
