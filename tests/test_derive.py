@@ -1306,14 +1306,11 @@ def test_rotations_and_qk_norms_the_forward_computes_its_own_way():
 def test_layouts_and_rotations_of_their_own_are_read_or_refused_by_name():
     """FSMT's time-first [T, B, E] projections read batch-major; V-JEPA 2's 3-d rotary computed in
     its attention from its own positions undone while tracing (left out of the record), its video
-    filed as vision; T5Gemma 2's
-    decoder keys that join its own tokens' and the encoder's under one softmax: layout, named."""
+    filed as vision."""
     assert derive("fsmt").ok
     vjepa2 = derive("vjepa2")
     assert vjepa2.ok and vjepa2.record.rope is None, vjepa2.reason
     assert vjepa2.facts["modality"] == "vision"  # its main input: pixel_values_videos
-    t5gemma2 = derive("t5gemma2_decoder")
-    assert t5gemma2.category == "layout" and "one softmax" in t5gemma2.reason, t5gemma2.reason
     assert derive("mlcd_vision_model").ok  # its class token's learned angle, beside the rotary's call
 
 
@@ -1383,3 +1380,50 @@ def test_a_grouped_weight_is_the_block_diagonal_matrix_of_its_convolution():
     assert torch.allclose(torch.einsum("oi,bit->bot", matrix, x), conv(x), rtol=0, atol=1e-12)
     with pytest.raises(CorruptCheckpoint, match="k_groups = 4"):
         _block_diagonal(ckpt, site, conv.weight.detach()[..., 0], "k_groups", "key")
+
+
+class _MergedAttention(torch.nn.Module):
+    """Self- and cross-attention under one softmax: the keys of x, then those of memory, through
+    the same k_proj (T5Gemma 2's decoder) or a projection of their own."""
+
+    def __init__(self, own_cross: bool):
+        super().__init__()
+        self.q_proj, self.k_proj = torch.nn.Linear(8, 8, bias=False), torch.nn.Linear(8, 8, bias=False)
+        self.cross_k_proj = torch.nn.Linear(8, 8, bias=False) if own_cross else None
+
+    def forward(self, x, memory):
+        q = self.q_proj(x).view(2, -1, 2, 4).transpose(1, 2)
+        keys = torch.cat([self.k_proj(x), (self.cross_k_proj or self.k_proj)(memory)], 1)
+        k = keys.view(2, -1, 2, 4).transpose(1, 2)
+        return torch.softmax(q @ k.transpose(-1, -2), -1)
+
+
+def _merged_calls(own_cross: bool):
+    from wqk.derive.calls import attention_calls
+    from wqk.derive.trace import tracing
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(_MergedAttention(own_cross)).double()
+    g = torch.Generator().manual_seed(1)
+    traces = []
+    for _ in range(2):
+        x, memory = (torch.randn(2, t, 8, generator=g, dtype=torch.float64) for t in (5, 3))
+        with tracing(model) as trace:
+            model[0](x, memory)
+        traces.append(trace)
+    return attention_calls(*traces)
+
+
+def test_self_and_cross_attention_under_one_softmax_scores_the_self_part():
+    """T5Gemma 2's decoder: its queries' own keys, then the encoder's through the same k_proj, under
+    one softmax: the self-attention part is the call's product (one form for both parts), its
+    decoder autoregressive; keys of a cross projection of their own stay refused (layout, named)."""
+    (call,) = _merged_calls(own_cross=False)
+    assert call.product.out.shape[-1] == 5 and call.product.k.shape[-2] == 5 and not call.cross
+    assert call.k.projection.weight == "0.k_proj.weight" and call.extra_logits == 3
+    with pytest.raises(Underivable, match="one softmax"):
+        _merged_calls(own_cross=True)
+    t5gemma2 = derive("t5gemma2_decoder")
+    assert t5gemma2.ok, t5gemma2.reason
+    assert [(a.stack, a.weight) for a in t5gemma2.record.attention] == [("decoder", "layers.{i}.self_attn.{p}.weight")]
+    assert t5gemma2.record.objectives == {"decoder": "autoregressive"}

@@ -7,6 +7,7 @@ activations. Failures raise `Underivable` with a category (CATEGORIES) and the r
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -212,6 +213,30 @@ def _side(
     return Side(projection, rows, matches[0].factor, norm, added, unit_norm=unit)
 
 
+def _self_part(keys: torch.Tensor, trace: Trace, before: int, calls, q_side: Side) -> tuple[Side, int] | None:
+    """(the keys' side, its token count) where the keys are the queries' own tokens' projected,
+    followed by another input's through the same projection (T5Gemma 2's merged attention: its
+    decoder's self- and cross-attention under one softmax, the encoder's keys after its own):
+    the self-attention part, which the record scores; None otherwise."""
+    t = keys.shape[-2]
+    counts = {p.out.shape[-2] for p in trace.projections if p.seq < before and p.out.ndim >= 3}
+    for first in sorted(c for c in counts if 0 < c < t and t - c in counts):
+        try:
+            side = _side(keys[..., :first, :], trace, before, "keys", calls, whole=False)
+            rest = _side(keys[..., first:, :], trace, before, "keys", calls, whole=False)
+        except Underivable:
+            continue
+        xq, xk = q_side.projection.x, side.projection.x
+        if rest.projection.weight == side.projection.weight and xq.shape == xk.shape and torch.equal(xq, xk):
+            return side, first
+    return None
+
+
+def _leading(product: Product, keys: int) -> Product:
+    """The product over its first keys only."""
+    return dataclasses.replace(product, k=product.k[..., :keys, :], out=product.out[..., :keys])
+
+
 def _uneven(factors: list[float]) -> bool:
     """Whether columns are scaled differently (a per-column scale no record folds), past rounding."""
     return max(factors) - min(factors) > 1e-6 * max(abs(f) for f in factors)
@@ -385,7 +410,12 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
         try:
             a, k = _heads_view(product.a, batch), _heads_view(product.k, batch)
             q_side = _side(a, trace, product.seq, "queries", calls)
-            k_side = _side(k, trace, product.seq, "keys", calls)
+            try:
+                k_side = _side(k, trace, product.seq, "keys", calls)
+            except Underivable as e:
+                if (part := _self_part(k, trace, product.seq, calls, q_side)) is None:
+                    raise e from None
+                k_side, product, other_product = part[0], *(_leading(p, part[1]) for p in (product, other_product))
             break
         except Underivable as e:
             error = error or e
