@@ -1187,6 +1187,25 @@ def test_codegens_fused_weight_is_read_shard_by_shard_query_value_key():
     assert codegen.ok and codegen.record.attention[0].fused == "qvk_shards"
 
 
+def test_a_gate_saved_before_q_k_and_v_in_one_tensor_is_read_past():
+    """HRM saves each layer's gate, q, k and v projections as one gqkv_proj tensor, [g | q | k | v]
+    (transformers' conversion cuts it into four): the record reads it fused "gate_blocks", its q
+    rows after the gate's, and its biases so; rows that hold no gate beside q, k, v are refused."""
+    from wqk.adapters.common import fused_rows
+    from wqk.errors import HeadsDoNotFit
+
+    w = torch.arange(16.0)[:, None]  # 2 heads of 2 rows: g 0-3, q 4-7, k 8-11, v 12-15
+    q, k = fused_rows(w, 2, 2, "gate_blocks")
+    assert q.flatten().tolist() == [4, 5, 6, 7] and k.flatten().tolist() == [8, 9, 10, 11]
+    with pytest.raises(HeadsDoNotFit, match="g, q, k, v"):
+        fused_rows(torch.zeros(12, 1), 2, 2, "gate_blocks")
+    hrm = derive("hrm_text")
+    assert hrm.ok, hrm.reason
+    assert {(a.weight, a.fused) for a in hrm.record.attention} == {
+        (f"{m}_module.layers.{{i}}.attn.gqkv_proj.weight", "gate_blocks") for m in "LH"
+    }
+
+
 def test_one_head_that_the_code_fixes_needs_no_config_field():
     from wqk.derive.heads import names_no_heads
 

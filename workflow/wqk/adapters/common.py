@@ -94,6 +94,11 @@ def linear_heads(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
 SHARDS = 4  # CodeGen's model-parallel shards of its fused q/v/k weight (mp_num, fixed in its code)
 
 
+def fused_heads(layout: str, n_heads: int, n_kv: int) -> int:
+    """How many heads' rows a fused weight of the layout holds (q, k, v, and a gate's)."""
+    return (2 * n_heads if layout == "gate_blocks" else n_heads) + 2 * n_kv
+
+
 def fused_rows(
     weight: torch.Tensor, n_heads: int, n_kv_heads: int | None = None, layout: str = "blocks"
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -110,17 +115,22 @@ def fused_rows(
         (Falcon's new decoder architecture): view as [H_kv, r + 2, k, d].
     layout "qvk_shards": [q_s v_s k_s] for each of SHARDS model-parallel shards s, H*k / SHARDS
         rows each (CodeGen's qkv_proj, mp_num = 4; v before k): view as [SHARDS, 3, H*k / SHARDS, d].
+    layout "gate_blocks": [g | q | k | v], an output gate's H*k rows before q (HRM's gqkv_proj,
+        which transformers' conversion cuts into gate_proj, q_proj, k_proj and v_proj).
     """
     n_kv = n_kv_heads or n_heads
     out, d = weight.shape
-    if n_heads <= 0 or n_kv <= 0 or out % (n_heads + 2 * n_kv):
+    rows = fused_heads(layout, n_heads, n_kv)
+    if n_heads <= 0 or n_kv <= 0 or out % rows:
         raise HeadsDoNotFit(
-            f"fused weight with {out} rows cannot hold q, k, v of {n_heads} + 2 x {n_kv} heads: "
-            "check the head counts of config.json against it"
+            f"fused weight with {out} rows cannot hold {'g, ' if layout == 'gate_blocks' else ''}q, k, v of "
+            f"{rows - 2 * n_kv} + 2 x {n_kv} heads: check the head counts of config.json against it"
         )
-    k = out // (n_heads + 2 * n_kv)
+    k = out // rows
     if layout == "blocks":
         return weight[: n_heads * k], weight[n_heads * k : (n_heads + n_kv) * k]
+    if layout == "gate_blocks":
+        return weight[n_heads * k : 2 * n_heads * k], weight[2 * n_heads * k : (2 * n_heads + n_kv) * k]
     if layout == "per_head" and n_kv == n_heads:
         w = weight.reshape(n_heads, 3, k, d)
         return w[:, 0].reshape(n_heads * k, d), w[:, 1].reshape(n_heads * k, d)

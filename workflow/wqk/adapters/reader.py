@@ -20,7 +20,7 @@ import torch
 from ..blocks import AttentionBlock
 from ..checkpoints import Checkpoint
 from ..errors import CorruptCheckpoint, HeadsDoNotFit, MissingTensor
-from .common import REQUIRED, config_get, fused_rows, linear_heads, per_layer_list
+from .common import REQUIRED, config_get, fused_heads, fused_rows, linear_heads, per_layer_list
 from .record import Attention, Record, template_regex
 
 
@@ -325,7 +325,7 @@ class _Extras:
         a = site.attention
         h, h_kv, k = block.n_heads, block.n_kv_heads, block.q.shape[2]
         template = a.bias_template
-        if a.fused in ("blocks", "per_head", "grouped", "qvk_shards"):
+        if a.fused in ("blocks", "per_head", "grouped", "qvk_shards", "gate_blocks"):
             if template is None:
                 bq, bk, where_q, where_k = None, None, None, None
             else:
@@ -333,10 +333,10 @@ class _Extras:
                 b = self._get(where_q)
                 if b is None:
                     return {}
-                if b.ndim != 1 or b.numel() != (h + 2 * h_kv) * k:
+                if b.ndim != 1 or b.numel() != fused_heads(a.fused, h, h_kv) * k:
                     raise CorruptCheckpoint(
                         f"{self.ckpt.model_id}: {where_q} is {tuple(b.shape)}, "
-                        f"not q, k, v of {h} + 2 x {h_kv} heads of {k}"
+                        f"not the fused {a.fused} rows of {h} + 2 x {h_kv} heads of {k}"
                     )
                 bq, bk = (t.flatten() for t in fused_rows(b[:, None], h, h_kv, a.fused))
         else:

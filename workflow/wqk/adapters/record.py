@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from ..contracts import OBJECTIVES, STACKS
 
 BI, AR = OBJECTIVES  # "bidirectional", "autoregressive"
-FUSED = ("blocks", "per_head", "grouped", "qvk_shards", "kv")
+FUSED = ("blocks", "per_head", "grouped", "qvk_shards", "kv", "gate_blocks")
 ROPE_LAYOUTS = ("half", "interleaved")
 DERIVED = "derived"  # Attention.bias: the weight template with its last "weight" replaced by "bias"
 
@@ -47,7 +47,8 @@ class Attention:
       [q_h k_h v_h] head after head: GPT-NeoX, DeBERTa v1), "grouped" (rows
       [q_{g,1..r} k_g v_g] per key head g, r = H / H_kv query heads each: Falcon's new decoder
       architecture), "qvk_shards" (rows [q_s v_s k_s] for each of 4 model-parallel shards s,
-      H*k/4 rows each: CodeGen's mp_num = 4), "kv" (q separate, qk[1] holds [k | v]: GPT-2 cross-attention). conv1d: GPT-2 Conv1D weights [in, out], not
+      H*k/4 rows each: CodeGen's mp_num = 4), "gate_blocks" (rows [g | q | k | v], an output gate's
+      first: HRM's gqkv_proj), "kv" (q separate, qk[1] holds [k | v]: GPT-2 cross-attention). conv1d: GPT-2 Conv1D weights [in, out], not
       nn.Linear [out, in]. groups: the config keys of the query's and the key's group counts where
       q and k are grouped 1x1 convolutions (SqueezeBERT's q_groups, k_groups: block-diagonal
       weights stored [out, in / groups, 1]), "" for a side that is not grouped.

@@ -477,13 +477,21 @@ def _prefix_alias(saved: str, held: str) -> tuple[str, str] | None:
 
 def _fused_on_save(facts, saved: Saved):
     """Separate q and k projections that save_pretrained stores as the first two blocks of one
-    [q | k | v] tensor: the record reads that tensor, fused "blocks"."""
+    [q | k | v] tensor, or after a gate's block of q's size ([g | q | k | v]): the record reads
+    that tensor, fused "blocks" or "gate_blocks" (the logits test says whether the gate is one)."""
     q, k = facts.q_weight, facts.k_weight
     if q == k or q in saved.names or q not in saved.inside or k not in saved.inside:
         return facts
     (tensor, q_row), (k_tensor, k_row) = saved.inside[q], saved.inside[k]
     q_rows = facts.heads * _head_dim(facts)
-    if tensor != k_tensor or q_row != 0 or k_row != q_rows or facts.attention.fused or facts.attention.q_gate:
+    layout = {0: "blocks", q_rows: "gate_blocks"}.get(q_row)  # gate_blocks: HRM's [g | q | k | v]
+    if (
+        tensor != k_tensor
+        or layout is None
+        or k_row != q_row + q_rows
+        or facts.attention.fused
+        or facts.attention.q_gate
+    ):
         raise Underivable("layout", f"{q} and {k} are saved inside {tensor}, {k_tensor} in an order no layout names")
     bias = facts.attention.bias
     if bias is not None:
@@ -491,7 +499,7 @@ def _fused_on_save(facts, saved: Saved):
         if not any(n == bias_name for n, _ in saved.inside.values()):
             raise Underivable("layout", f"{tensor}'s biases are not saved beside it")
     saved.names[tensor] = tensor
-    attention = dataclasses.replace(facts.attention, fused="blocks", weight="{i}")
+    attention = dataclasses.replace(facts.attention, fused=layout, weight="{i}")
     return dataclasses.replace(facts, q_weight=tensor, k_weight=tensor, attention=attention)
 
 
