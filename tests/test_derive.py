@@ -18,6 +18,7 @@ import dataclasses
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -933,7 +934,8 @@ def test_vision_inputs_and_sizes_follow_the_forward_and_the_config():
     minicpm = derive("minicpmv4_6_vision")
     assert minicpm.ok, (minicpm.category, minicpm.reason)  # its merger's lone attention: one block
     assert [a.single for a in minicpm.record.attention if "vit_merger" in a.weight] == [True]
-    assert derive("xclip_vision_model").category == "layout"
+    xclip = derive("xclip_vision_model")  # its frames differ: its message attention runs over them
+    assert xclip.ok and [a.interleave for a in xclip.record.attention] == [(0, 2), (1, 2)], xclip.reason
     florence = tiny_config("florence_vision")
     assert all(w % h == 0 for w, h in zip(florence.embed_dim, florence.num_heads))
     assert derive("llama4_vision_model").ok  # its rotary in complex numbers, kept complex in float64
@@ -1185,6 +1187,33 @@ def test_codegens_fused_weight_is_read_shard_by_shard_query_value_key():
     ]
     codegen = derive("codegen")
     assert codegen.ok and codegen.record.attention[0].fused == "qvk_shards"
+
+
+def test_templates_that_alternate_may_number_other_layers():
+    """X-CLIP's vision layers run a message attention over the frames' class tokens, then the
+    self-attention over each frame's patches: they alternate layer by layer (Attention.interleave),
+    the message attention's first layer, over the embeddings' class tokens (the same whatever the
+    frames), no call of the tokens' own. The reader numbers both by their layer, message first;
+    templates that do not alternate stay refused."""
+    from wqk.derive.assemble import _alternate
+
+    def run(*names):
+        return [(n, [SimpleNamespace(q_weight=w) for w in ws]) for n, ws in names]
+
+    message = ("m", ["layers.1.message_attn.q_proj.weight", "layers.2.message_attn.q_proj.weight"])
+    own = ("s", [f"layers.{i}.self_attn.q_proj.weight" for i in range(3)])
+    entries = run(own, message)
+    forward = [own[1][0], message[1][0], own[1][1], message[1][1], own[1][2]]
+    position = {id(f): forward.index(f.q_weight) for _, g in entries for f in g}
+    assert [key for key, _ in _alternate(entries, position)] == ["m", "s"]
+    position = {id(f): n for n, f in enumerate(f for _, g in entries for f in g)}  # one after the other
+    assert _alternate(entries, position) is None
+    xclip = derive("xclip_vision_model")
+    assert xclip.ok, xclip.reason
+    assert [(a.weight.split(".")[3], a.interleave) for a in xclip.record.attention] == [
+        ("message_attn", (0, 2)),
+        ("self_attn", (1, 2)),
+    ]
 
 
 def test_a_gate_saved_before_q_k_and_v_in_one_tensor_is_read_past():

@@ -8,6 +8,7 @@ layer only, its first number is the field. Two weights whose names differ in one
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 from ..adapters.record import Attention, Record, Rotary, Tiny, template_fields
 from ..contracts import stack_rank
@@ -194,8 +195,8 @@ def _ordered(sites: list[SiteFacts]) -> list[Entry]:
         for run in _overlapping(by_stack[stack], position):
             if len(run) == 1:
                 out.append((*run[0], None))
-            elif _alternate([g for _, g in run], position):
-                out.extend((key, group, (k, len(run))) for k, (key, group) in enumerate(run))
+            elif (alike := _alternate(run, position)) is not None:
+                out.extend((key, group, (k, len(alike))) for k, (key, group) in enumerate(alike))
             else:
                 names = [g[0].q_weight for _, g in by_stack[stack]]
                 raise Underivable("layout", f"layers of templates {names} interleave in one stack {stack!r}")
@@ -216,15 +217,25 @@ def _overlapping(entries: list, position: dict) -> list[list]:
     return runs
 
 
-def _alternate(groups: list[list[SiteFacts]], position: dict) -> bool:
-    """Whether the groups' layers alternate layer by layer: each group numbers the same layers,
-    and the forward runs layer i of every group, in the groups' order, before layer i + 1."""
-    layers = [template([f.q_weight for f in g]) for g in groups]
-    if any(t is None or t[1] != layers[0][1] for t in layers):
-        return False
-    keyed = [(position[id(f)], values, k) for k, (g, t) in enumerate(zip(groups, layers)) for f, values in zip(g, t[1])]
-    in_forward = [(values, k) for _, values, k in sorted(keyed, key=lambda e: e[0])]
-    return in_forward == sorted(in_forward)
+def _alternate(run: list, position: dict) -> list | None:
+    """The run's (key, group) entries in the order in which their layers alternate layer by layer
+    (the forward runs layer i of every group, in that order, before layer i + 1), else None. A
+    group may lack some of the layers the others number: X-CLIP's message attention of layer 0,
+    over the frames' class tokens before any layer ran, the same whatever the frames (learned
+    queries: no call of the tokens' own)."""
+    layers = [template([f.q_weight for f in g]) for _, g in run]
+    if any(t is None for t in layers):
+        return None
+    if any(t[1] != layers[0][1] for t in layers) and any(len(t[1][0]) != 1 for t in layers):
+        return None  # the reader numbers a template of several fields by rank: the same layers in each
+    for order in itertools.permutations(range(len(run))):
+        keyed = [
+            (position[id(f)], values, k) for k, n in enumerate(order) for f, values in zip(run[n][1], layers[n][1])
+        ]
+        in_forward = [(values, k) for _, values, k in sorted(keyed, key=lambda e: e[0])]
+        if in_forward == sorted(in_forward):
+            return [run[n] for n in order]
+    return None
 
 
 _NAMES = ("weight", "norm", "first_norm", "k_norm", "q_bias")
