@@ -1340,15 +1340,63 @@ def test_a_composites_parts_get_the_states_their_signature_names():
 def test_rotations_and_qk_norms_the_forward_computes_its_own_way():
     """RoFormer's rotary from a frozen [sin | cos] table (kept as built, made sin 0, cos 1 while
     tracing, then the fixed formula over the head); Phi-MoE's frequencies recomputed in each forward
-    (its positions made 0); NanoChat's QK-norm without a gain (blocks marked qk_norm_gain_folded);
-    Gemma 3n's layers that reuse another layer's keys: layout, named."""
+    (its positions made 0); NanoChat's QK-norm without a gain (blocks marked qk_norm_gain_folded)."""
     roformer = derive("roformer")
     assert roformer.ok and roformer.record.rope.layout == "interleaved", roformer.reason
     assert derive("phimoe").ok
     nanochat = derive("nanochat")
     assert nanochat.ok and nanochat.record.attention[0].qk_norm_unit, nanochat.reason
+
+
+def test_kv_producer_is_the_last_earlier_layer_of_the_same_kind():
+    from wqk.adapters.common import kv_producer
+
+    types = ["s", "s", "f", "s", "f", "s", "f"]  # the last 3 reuse: layers 4 (f) and 5 (s), 6 (f)
+    assert [kv_producer(types, 3, i) for i in range(7)] == [None, None, None, None, 2, 3, 2]
+    assert [kv_producer(types, 0, i) for i in range(7)] == [None] * 7
+    assert kv_producer(types, 7, 6) is None  # every layer reuses another model's (Gemma 4's assistant)
+    assert kv_producer(None, 3, 6) is None
+
+
+def test_layers_that_reuse_an_earlier_layers_keys_read_that_layers_tensors(tmp_path):
+    """Gemma 3n's and Gemma 4's last num_kv_shared_layers layers reuse the keys of the last earlier
+    layer of their kind (Gemma 4's hold no k_proj at all): the derivation finds the count in the
+    config (Attention.kv_shared), and the reader reads those layers' key weight, QK-norm gain and
+    pre-norm gain from that layer. Without it, a Gemma 4 checkpoint with shared layers (E2B, E4B)
+    has no key weight where the record looks."""
+    import transformers
+
+    from wqk.errors import MissingTensor
+
     gemma3n = derive("gemma3n_text")
-    assert gemma3n.category == "layout" and "shared across layers" in gemma3n.reason, gemma3n.reason
+    assert gemma3n.ok, gemma3n.reason
+    assert [(a.stack, a.kv_shared) for a in gemma3n.record.attention] == [("decoder", "num_kv_shared_layers")]
+    fields = transformers.Gemma4TextConfig().to_dict()
+    plain = derive("gemma4_text", dict(fields)).record
+    assert plain.attention[0].kv_shared is None
+    shared = derive("gemma4_text", dict(fields, num_kv_shared_layers=10))
+    assert shared.ok and shared.record.attention[0].kv_shared == "num_kv_shared_layers", shared.reason
+    assert shared.record.tiny.config["layer_types"][-2:] == ["full_attention"] * 2  # its last layer as the real one's
+    config = dict(shared.record.tiny.config, num_hidden_layers=8, num_kv_shared_layers=2)
+    config["layer_types"] = config["layer_types"][:6] + ["sliding_attention", "full_attention"]
+    full = next(iter(config["per_layer_config"].values()))  # the full-attention layers' own head width
+    config["per_layer_config"] = {"5": full, "7": full}
+    torch.manual_seed(0)
+    model = transformers.Gemma4ForCausalLM(transformers.Gemma4TextConfig.from_dict(config))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_()  # norm gains of their own (initialised all alike)
+    model.save_pretrained(tmp_path)
+    ckpt = open_checkpoint(str(tmp_path))
+    with pytest.raises(MissingTensor, match="layers.6.self_attn.k_proj"):
+        list(read_blocks(ckpt, plain))
+    blocks = {b.layer: b for b in with_extras(ckpt, read_blocks(ckpt, shared.record), shared.record)}
+    assert sorted(blocks) == list(range(8))
+    for layer, producer in ((6, 4), (7, 5), (5, 5)):
+        assert torch.equal(blocks[layer].k, blocks[producer].k) and torch.equal(
+            blocks[layer].k_gain, blocks[producer].k_gain
+        )
+    assert not torch.equal(blocks[6].q, blocks[4].q) and not torch.equal(blocks[6].k_gain, blocks[6].q_gain)
 
 
 def test_layouts_and_rotations_of_their_own_are_read_or_refused_by_name():

@@ -94,6 +94,18 @@ def linear_heads(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
 SHARDS = 4  # CodeGen's model-parallel shards of its fused q/v/k weight (mp_num, fixed in its code)
 
 
+def kv_producer(layer_types, shared, layer: int) -> int | None:
+    """The layer whose keys `layer` reads where the last `shared` layers reuse the keys of the last
+    earlier layer of their kind in layer_types (Gemma 3n's and Gemma 4's num_kv_shared_layers);
+    None where the layer reads its own."""
+    if not isinstance(layer_types, (list, tuple)) or not isinstance(shared, int) or shared <= 0:
+        return None
+    first = len(layer_types) - shared
+    if not 0 < first <= layer < len(layer_types):
+        return None
+    return next((j for j in range(first - 1, -1, -1) if layer_types[j] == layer_types[layer]), None)
+
+
 def fused_heads(layout: str, n_heads: int, n_kv: int) -> int:
     """How many heads' rows a fused weight of the layout holds (q, k, v, and a gate's)."""
     return (2 * n_heads if layout == "gate_blocks" else n_heads) + 2 * n_kv

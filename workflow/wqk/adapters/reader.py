@@ -20,7 +20,7 @@ import torch
 from ..blocks import AttentionBlock
 from ..checkpoints import Checkpoint
 from ..errors import CorruptCheckpoint, HeadsDoNotFit, MissingTensor
-from .common import REQUIRED, config_get, fused_heads, fused_rows, linear_heads, per_layer_list
+from .common import REQUIRED, config_get, fused_heads, fused_rows, kv_producer, linear_heads, per_layer_list
 from .record import Attention, Record, template_regex
 
 
@@ -35,12 +35,18 @@ class Site:
     fields: dict
     heads: int
     kv_heads: int
+    key_fields: dict | None = None  # the fields of the layer whose keys this one reads (Attention.kv_shared)
 
-    def name(self, template: str, p: str | None = None) -> str:
-        fields = dict(self.fields, p=p) if p is not None else self.fields
+    def name(self, template: str, p: str | None = None, fields: dict | None = None) -> str:
+        fields = fields or self.fields
+        fields = dict(fields, p=p) if p is not None else fields
         if template.startswith("^"):
             return template[1:].format(**fields)
         return self.prefix + template.format(**fields)
+
+    def key_name(self, template: str, p: str | None = None) -> str:
+        """A key-side tensor's name: the layer's own, or the one's whose keys it reads."""
+        return self.name(template, p, self.key_fields)
 
 
 def _numbers(names: list[str], pattern: str) -> list[tuple[int, ...]]:
@@ -56,6 +62,17 @@ def _heads(ckpt: Checkpoint, a: Attention, layer: int | None) -> tuple[object, o
         heads = max(int(heads) // int(ratio), 1)
     kv = config_get(ckpt, *a.kv_heads, default=heads, layer=layer) if a.kv_heads else heads
     return heads, 1 if a.multi_query else kv
+
+
+def _key_fields(ckpt: Checkpoint, a: Attention, fields: dict) -> dict | None:
+    """The template fields of the layer whose keys a layer reads (Attention.kv_shared), None for its own."""
+    if a.kv_shared is None or not a.fields:
+        return None
+    layer_types = config_get(
+        ckpt, a.kv_shared.rpartition(".")[0] + "." * ("." in a.kv_shared) + "layer_types", default=None
+    )
+    producer = kv_producer(layer_types, config_get(ckpt, a.kv_shared, default=0), fields[a.fields[0]])
+    return None if producer is None else dict(fields, **{a.fields[0]: producer})
 
 
 def _count(value, fields: dict, a: Attention) -> int:
@@ -97,7 +114,8 @@ def locate(ckpt: Checkpoint, record: Record) -> list[Site]:
             fields = dict(zip(a.fields, values))
             layer = first + n_alike * (values[0] if len(values) == 1 else rank) + k
             heads, kv = _heads(ckpt, a, fields.get("i"))
-            sites.append(Site(a, stack, layer, prefix, fields, _count(heads, fields, a), _count(kv, fields, a)))
+            keys = _key_fields(ckpt, a, fields)
+            sites.append(Site(a, stack, layer, prefix, fields, _count(heads, fields, a), _count(kv, fields, a), keys))
         found[a.stack] = max(found.get(a.stack, 0), first + n_alike * len(numbers))
     if not sites:
         raise MissingTensor(
@@ -111,7 +129,10 @@ def read_qk(ckpt: Checkpoint, site: Site) -> AttentionBlock:
     """One layer's per-head Q and K."""
     a, store = site.attention, ckpt.store
     if a.fused in (None, "kv"):
-        wq, wk = (_as_matrix(store.get(site.name(a.weight, p))) for p in a.qk)
+        wq, wk = (
+            _as_matrix(store.get(site.name(a.weight, a.qk[0]))),
+            _as_matrix(store.get(site.key_name(a.weight, a.qk[1]))),
+        )
         wq, wk = (wq.T, wk.T) if a.conv1d else (wq, wk)
         if a.groups:
             wq, wk = (_block_diagonal(ckpt, site, w, key, p) for w, key, p in zip((wq, wk), a.groups, a.qk))
@@ -135,7 +156,10 @@ def read_qk(ckpt: Checkpoint, site: Site) -> AttentionBlock:
         site.layer,
         linear_heads(wq, site.heads),
         linear_heads(wk, site.kv_heads),
-        storage=_storage(store, [site.name(a.weight, p) for p in a.qk] if a.fused in (None, "kv") else [name]),
+        storage=_storage(
+            store,
+            [site.name(a.weight, a.qk[0]), site.key_name(a.weight, a.qk[1])] if a.fused in (None, "kv") else [name],
+        ),
     )
     if a.qk_norm_unit and _normed(ckpt, site):
         return _unit_qk_norm(site, block)
@@ -206,7 +230,8 @@ def _fold_qk_norm(ckpt: Checkpoint, site: Site, block: AttentionBlock) -> Attent
     marked form="qk_norm_gain_folded" (Attention.qk_norm); unchanged where the checkpoint has
     no QK-norm tensors. The product is taken in float32 at least (exact for 16-bit factors)."""
     a, k = site.attention, block.q.shape[2]
-    gq, gk = (_qk_gain(ckpt, site, t, n, k) for t, n in zip(a.qk_norm, (block.n_heads, block.n_kv_heads)))
+    gq = _qk_gain(ckpt, site, a.qk_norm[0], block.n_heads, k)
+    gk = _qk_gain(ckpt, site, a.qk_norm[1], block.n_kv_heads, k, keys=True)
     if gq is None and gk is None:
         return block
     if gq is None or gk is None:
@@ -244,7 +269,8 @@ def _fold_qk_norm_biases(ckpt: Checkpoint, site: Site, block: AttentionBlock, bi
     for side, template, n in (("q_bias", templates[0], block.n_heads), ("k_bias", templates[1], block.n_kv_heads)):
         if out.get(side) is not None:
             b = out[side][:, None, :]
-            b = _qk_norm_folded(b, _qk_gain(ckpt, site, template, n, k), a) if template else _centred(b, a)
+            gain = _qk_gain(ckpt, site, template, n, k, keys=side == "k_bias") if template else None
+            b = _qk_norm_folded(b, gain, a) if template else _centred(b, a)
             out[side] = b[:, 0, :]
     return out
 
@@ -257,15 +283,19 @@ def _qk_norm_shifts(ckpt: Checkpoint, site: Site, block: AttentionBlock) -> dict
         ("q_norm_bias", "k_norm_bias"), site.attention.qk_norm or (), (block.n_heads, block.n_kv_heads)
     ):
         if template.endswith("weight"):
-            shifts[side] = _qk_gain(ckpt, site, template.removesuffix("weight") + "bias", n, k)
+            shifts[side] = _qk_gain(
+                ckpt, site, template.removesuffix("weight") + "bias", n, k, keys=side == "k_norm_bias"
+            )
     return shifts
 
 
-def _qk_gain(ckpt: Checkpoint, site: Site, template: str, n: int, k: int) -> torch.Tensor | None:
-    """One side's QK-norm gain as [n heads, k] (a gain shared by the heads repeated); None if absent."""
+def _qk_gain(ckpt: Checkpoint, site: Site, template: str, n: int, k: int, keys: bool = False) -> torch.Tensor | None:
+    """One side's QK-norm gain as [n heads, k] (a gain shared by the heads repeated); None if absent.
+    keys: the key side's, of the layer whose keys the site reads."""
     store = ckpt.store
     per_head = "{h}" in template
-    names = [site.name(template.replace("{h}", str(h))) for h in range(n)] if per_head else [site.name(template)]
+    name = site.key_name if keys else site.name
+    names = [name(template.replace("{h}", str(h))) for h in range(n)] if per_head else [name(template)]
     present = [name in store for name in names]
     if not any(present):
         return None
@@ -307,7 +337,9 @@ class _Extras:
             out["q_gain"] = self._gain(site.name(norm), block.q.shape[1], a.gain_offset)
             bias = site.name(norm).removesuffix("weight") + "bias"
             out["norm_centred"] = a.norm_centred if a.norm_centred is not None else bias in self.store
-            if block.stack != "cross":
+            if block.stack != "cross" and site.key_fields is not None:  # the norm of the layer whose keys it reads
+                out["k_gain"] = self._gain(site.key_name(norm), block.k.shape[1], a.gain_offset)
+            elif block.stack != "cross":
                 out["k_gain"] = out["q_gain"]
             elif a.k_norm and not (a.k_norm_unless and site.name(a.k_norm_unless) in self.store):
                 out["k_gain"] = self._gain(site.name(a.k_norm), block.k.shape[1], a.gain_offset)
@@ -340,7 +372,9 @@ class _Extras:
                     )
                 bq, bk = (t.flatten() for t in fused_rows(b[:, None], h, h_kv, a.fused))
         else:
-            where_q, where_k = (site.name(template, p) if template else None for p in a.qk)
+            where_q, where_k = (
+                (site.name(template, a.qk[0]), site.key_name(template, a.qk[1])) if template else (None, None)
+            )
             bq = self._get(where_q) if where_q else None
             bk = self._get(where_k) if where_k else None
             if bq is not None and a.q_gate:

@@ -107,6 +107,10 @@ class Attention:
       base where the stack's layers so far end; the n together end at base + n * layers.
       A template without a numbered field names one layer (SAM's final token-to-image attention).
     only_if: code, where the config decides whether the stack is read (Mask2Former's backbone).
+    kv_shared: config key of the count of last layers that reuse the keys of the last earlier
+      layer of their kind in the config's layer_types (Gemma 3n's and Gemma 4's num_kv_shared_layers;
+      such a layer holds no k_proj that runs, or none at all): their keys' tensors (weight, bias,
+      QK-norm gain) are read from that layer (common.kv_producer).
     single: one block whose names number no layer (a VQ-VAE's lone middle attention,
       encoder.mid.attn_1): the template has no field, and reads one layer.
     """
@@ -144,6 +148,7 @@ class Attention:
     single: bool = False
     interleave: tuple[int, int] | None = None
     groups: tuple[str, str] = ()
+    kv_shared: str | None = None
 
     def __post_init__(self):
         if self.stack not in STACKS:

@@ -45,6 +45,7 @@ class Side:
     offset: torch.Tensor | None = None  # [H, c]: a bias added after the projection (None: none)
     norm_heads: list[ModuleCall] | None = None  # per-head QK-norm calls (one module per head)
     unit_norm: str | None = None  # a QK-norm without a gain between projection and product: "rms" or "centred"
+    shared: bool = False  # another attention's projection and norm (Gemma 3n's layers that reuse an earlier one's keys)
 
 
 @dataclass
@@ -172,8 +173,12 @@ def _side(
     projections.reverse()  # the latest first
     matches = match_columns(target, [as_rows(p.out, n, t) for p in projections])
     norm = unit = None
+    shared = False
     if any(m is None for m in matches):
         norm, matches, scales = _through_norm(target, trace, before, n, t, projections, calls)
+        if norm is None:
+            norm, matches, scales = _another_attentions(target, trace, before, n, t, projections, calls, what)
+            shared = norm is not None
         if norm is not None and _uneven(scales):  # a learned per-dimension scale after the norm (TimesFM 2.5's)
             raise Underivable(
                 "not bilinear",
@@ -183,7 +188,6 @@ def _side(
     if any(m is None for m in matches):
         unit, matches = _through_unit_norm(target, c, [as_rows(p.out, n, t) for p in projections])
     if any(m is None for m in matches):
-        _refuse_shared(target, trace, before, n, t, projections, calls, what)
         if whole:
             _refuse_joined(operand, trace, before, what, calls)
         raise Underivable(
@@ -210,7 +214,7 @@ def _side(
     offsets = torch.tensor([m.offset / m.factor for m in matches], dtype=torch.float64).reshape(h, c)
     scale = max(float(target.abs().max()), 1e-300)
     added = offsets if norm is None and unit is None and float(offsets.abs().max()) > 1e-6 * scale else None
-    return Side(projection, rows, matches[0].factor, norm, added, unit_norm=unit)
+    return Side(projection, rows, matches[0].factor, norm, added, unit_norm=unit, shared=shared)
 
 
 def _self_part(keys: torch.Tensor, trace: Trace, before: int, calls, q_side: Side) -> tuple[Side, int] | None:
@@ -242,21 +246,26 @@ def _uneven(factors: list[float]) -> bool:
     return max(factors) - min(factors) > 1e-6 * max(abs(f) for f in factors)
 
 
-def _refuse_shared(target, trace: Trace, before: int, n: int, t: int, projections, calls, what: str) -> None:
-    """Raise "layout" where the operand is another attention's normalised projection (Gemma 3n's
-    layers that reuse an earlier layer's keys and values, and hold no k_proj of their own)."""
+def _another_attentions(target, trace: Trace, before: int, n: int, t: int, projections, calls, what: str):
+    """(norm call, matches, factors) where the keys are another attention's normalised projection
+    (Gemma 3n's and Gemma 4's last layers, which reuse the keys of the last earlier layer of their
+    kind and hold no k_proj of their own that runs), as _through_norm; (None, [None], []) where they
+    are not. Queries so are refused (layout): no record reads them from another layer."""
     inside = {c.index for c in calls}
     outside = [c for c in trace.calls if c.index not in inside]
-    norm, matches, _ = _through_norm(target, trace, before, n, t, projections, outside)
+    norm, matches, scales = _through_norm(target, trace, before, n, t, projections, outside)
     if norm is None or any(m is None for m in matches):
-        return
+        return None, [None], []
     source = projections[matches[0].source]
-    if source.calls and source.calls[-1] not in inside:
+    if not source.calls or source.calls[-1] in inside:
+        return None, [None], []
+    if what != "keys":
         raise Underivable(
             "layout",
             f"the {what} are {source.weight}'s outputs through {norm.name}, another attention's "
-            "(shared across layers): no record field names a projection of another layer",
+            "(shared across layers): no record field reads them from another layer",
         )
+    return norm, matches, scales
 
 
 def _refuse_joined(operand: torch.Tensor, trace: Trace, before: int, what: str, calls) -> None:
@@ -436,6 +445,7 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
     scale, position = fit_runs(scores, others, out, other_out)
     xq, xk = q_side.projection.x, k_side.projection.x
     cross = not (xq.shape == xk.shape and torch.equal(xq, xk)) and not _pooled_from(xq, xk, batch)
+    cross = cross and not k_side.shared  # an earlier layer's keys of the same tokens: self-attention
     return AttentionCall(
         call, product, softmax, q_side, k_side, a.shape[1], a.shape[-1], scale, extra, position,
         _mask_kind(open_[0, 0]) if not cross else "full", cross,

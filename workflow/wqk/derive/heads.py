@@ -12,7 +12,7 @@ import functools
 import re
 from typing import NamedTuple
 
-from ..adapters.common import layer_overrides
+from ..adapters.common import kv_producer, layer_overrides
 from .calls import Underivable
 from .trace import ModuleCall, Trace
 
@@ -178,19 +178,20 @@ class HeadKeys(NamedTuple):
     kv_list: list | None = None  # key heads per layer where kv names a list (Sapiens2's)
     groups: tuple[str, str] = ()  # the query's and key's group counts of grouped 1x1 convolutions (SqueezeBERT's)
     layer_flags: dict | None = None  # the config's per-layer lists of flags, by key (Llama 4's no_rope_layers)
+    kv_shared: str | None = None  # the count of last layers that reuse an earlier layer's keys (Gemma 3n's)
 
 
 def head_keys(trace: Trace, root):
     """A function (attention call, heads, kv heads) -> HeadKeys."""
 
-    def keys(call: ModuleCall, heads: int, kv: int, groups: tuple[int, int] = (1, 1)):
+    def keys(call: ModuleCall, heads: int, kv: int, groups: tuple[int, int] = (1, 1), producer: int | None = None):
         config = _owner_config(trace, call, root)
         path = config_path(root, config) or ""
         own = _fields(config, call.module)
         groups = tuple(_group_key(own, path, call.name, g) for g in groups) if groups != (1, 1) else ()
         sources = functools.partial(_init_sources, trace, call)
         return _head_counts(call, heads, kv, own, type(config).__name__, path, sources)._replace(
-            groups=groups, layer_flags=_layer_flags(own, path)
+            groups=groups, layer_flags=_layer_flags(own, path), kv_shared=_kv_shared(own, path, call, producer)
         )
 
     return keys
@@ -218,6 +219,28 @@ def _head_counts(
     _one_field(own, name, call.name, heads, found)
     kv_key, multi_query, kv_list = _kv_key(own, name, call.name, heads, kv)
     return HeadKeys(path + found[0], path + kv_key if kv_key else None, multi_query, heads_list, None, kv_list)
+
+
+KV_SHARED = re.compile(r"kv_shared|shared_kv")
+
+
+def _kv_shared(own: dict, path: str, call: ModuleCall, producer: int | None) -> str | None:
+    """The key of the count of last layers that reuse the keys of the last earlier layer of their
+    kind (layer_types), where the config has one above 0 and it says of this call's layer what
+    the forward did (producer: the layer whose keys it read, None: its own); raises where the
+    call read another layer's keys and no such count says so."""
+    layer = getattr(call.module, "layer_idx", None)
+    keys = [k for k, v in own.items() if _int_field(v) and v > 0 and KV_SHARED.search(k)]
+    fits = [
+        k for k in keys if isinstance(layer, int) and kv_producer(own.get("layer_types"), own[k], layer) == producer
+    ]
+    if producer is not None and len(fits) != 1:
+        raise Underivable(
+            "layout",
+            f"{call.name} reads the keys of layer {producer}, and no count of shared layers in the config "
+            f"({keys or 'none'}) with its layer_types says so",
+        )
+    return path + fits[0] if fits and (producer is not None or len(fits) == len(keys) == 1) else None
 
 
 GROUPS = re.compile(r"groups$")

@@ -56,6 +56,7 @@ class SiteFacts:
     alias: tuple[str, str] | None = None  # (saved prefix, held prefix) where they differ: assemble
     kv_list: list | None = None  # the config's key heads per layer, where its kv key names a list
     layer_flags: dict | None = None  # the config's per-layer lists of flags, by key (heads.HeadKeys)
+    kv_from: bool = False  # k_weight and qk_norm[1] are another layer's (Attention.kv_shared), until _as_saved
 
 
 def _layout(q: Side, k: Side, heads: int, kv_of: list[int], c: int, fused: bool) -> str | None:
@@ -198,7 +199,13 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
     stack = "cross" if call.cross else STACK_OF_MASK.get(call.mask)
     if stack is None:
         raise Underivable("layout", f"{call.call.name}: a mask neither causal nor open (a prefix-LM mask?)")
-    found = config_keys(call.call, heads, kv, (q.projection.groups, k.projection.groups))
+    groups = (q.projection.groups, k.projection.groups)
+    if k.shared:  # another layer's keys (Gemma 3n): the layer they were projected in
+        if fused:
+            raise Underivable("layout", f"{call.call.name}: a fused q/k/v weight whose keys are another layer's")
+        found = config_keys(call.call, heads, kv, groups, producer=_layer_of(trace, k.projection))
+    else:
+        found = config_keys(call.call, heads, kv, groups)
     if found.groups and fused:
         raise Underivable("layout", f"{q.projection.weight}: a fused q/k/v weight of grouped convolutions")
     feeding = _norm_source(trace, q.projection.x, q.projection.seq)
@@ -248,13 +255,23 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
         norm_centred=centred,
         qk_norm_centred=qk_centred,
         qk_norm_unit=q.unit_norm is not None,
+        kv_shared=found.kv_shared,
     )
     return SiteFacts(
         stack, attention, call.call.name, found.heads_list, q_bias, q.projection.weight, k.projection.weight, norm.name + ".weight" if norm else None,
         feeding.name + ".weight" if feeding else None, k_norm, qk_norm, heads, kv, c, call.scale, q.factor * k.factor,
         call.position_terms, call.extra_logits, call.mask, kv_list=found.kv_list,
-        layer_flags=found.layer_flags,
+        layer_flags=found.layer_flags, kv_from=k.shared,
     )  # fmt: skip
+
+
+def _layer_of(trace: Trace, projection) -> int | None:
+    """The layer_idx of the innermost module around a projection's call that has one."""
+    for index in reversed(projection.calls):
+        layer = getattr(trace.calls[index].module, "layer_idx", None)
+        if isinstance(layer, int):
+            return layer
+    return None
 
 
 def _added_bias(trace: Trace, side: Side) -> str:

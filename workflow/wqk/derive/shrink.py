@@ -631,6 +631,7 @@ def _shrink_layer_lists(out: dict, own: dict) -> None:
             out[listed] = list(own[listed][: max(_every_kind(own[listed]), LAYERS)])
         return
     n, old = out[key], own[key]
+    shared_last = False
     if "layer_types" in own and own["layer_types"] is None and out.get("layer_types") is None:
         # a class that leaves it to the checkpoint (LFM2-MoE): every layer attention, transformers' name
         out["layer_types"] = ["full_attention"] * n
@@ -643,9 +644,11 @@ def _shrink_layer_lists(out: dict, own: dict) -> None:
             out["num_kv_shared_layers"] = n  # assistant: its backbone's keys and values)
         elif _int(own.get("num_kv_shared_layers")) > 0 and len(types) > n:
             # Gemma 3n: the last layers reuse the keys and values of the last earlier layer of their kind;
-            # every kind among the producers, then one layer that reuses
+            # every kind among the producers, then one layer that reuses: the checkpoint's last (Gemma 4
+            # forces it to full attention), with its per-layer overrides (_last_layer)
             n += 1
             out["num_kv_shared_layers"] = 1
+            shared_last = True
         out[key] = n
     blocks = own.get("num_blocks")  # EoMT: its last num_blocks layers also attend from learned queries
     if _int(blocks) and isinstance(old, int) and n <= blocks < old:
@@ -660,6 +663,25 @@ def _shrink_layer_lists(out: dict, own: dict) -> None:
             out[k] = {i: c for i, c in v.items() if int(i) < n}
         elif isinstance(v, dict) and v and all(isinstance(i, int) for i in v):
             out[k] = {i: c for i, c in v.items() if i < n}
+    if shared_last:
+        _last_layer(out, own, n)
+
+
+def _last_layer(out: dict, own: dict, n: int) -> None:
+    """Layer n - 1 of the shrunk config as the checkpoint's last layer: its kind in layer_types and
+    its per-layer overrides (per_layer_config, keyed as the shrunk config's keys are)."""
+    types, own_types = out.get("layer_types"), own.get("layer_types")
+    if not (isinstance(types, list) and isinstance(own_types, (list, tuple)) and len(types) >= n and own_types):
+        return
+    types[n - 1] = own_types[-1]
+    layers, own_layers = out.get("per_layer_config"), own.get("per_layer_config")
+    if not (isinstance(layers, dict) and isinstance(own_layers, dict)):
+        return
+    last = {int(k): v for k, v in own_layers.items() if str(k).isdigit()}.get(len(own_types) - 1)
+    width = max((len(k) for k in layers if str(k).isdigit()), default=1)
+    layers.pop(str(n - 1).zfill(width), None)
+    if last is not None:
+        layers[str(n - 1).zfill(width)] = dict(last)
 
 
 def _layer_indices(v, depth: int) -> bool:

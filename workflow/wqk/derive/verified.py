@@ -435,17 +435,32 @@ def _as_saved(facts, saved: Saved):
     held = facts.q_weight
     facts = _fused_on_save(_bias_saved_apart(facts, saved), saved)
     q_weight = name_of(facts.q_weight)
+    k_weight = name_of(facts.k_weight)
+    qk_norm = tuple(name_of(n) for n in facts.qk_norm) if facts.qk_norm else None
+    if facts.kv_from:  # another layer's keys: named at the queries' layer, as the record's template reads them
+        k_weight = at_layer_of(k_weight, q_weight)
+        qk_norm = (qk_norm[0], at_layer_of(qk_norm[1], qk_norm[0])) if qk_norm else None
     return dataclasses.replace(
         facts,
         alias=_prefix_alias(q_weight, held),
         q_weight=q_weight,
-        k_weight=name_of(facts.k_weight),
+        k_weight=k_weight,
         norm=name_of(facts.norm),
         q_bias=name_of(facts.q_bias),
         feeding_norm=name_of(facts.feeding_norm),
         k_norm=name_of(facts.k_norm),
-        qk_norm=tuple(name_of(n) for n in facts.qk_norm) if facts.qk_norm else None,
+        qk_norm=qk_norm,
+        kv_from=False,
     )
+
+
+def at_layer_of(name: str, like: str) -> str:
+    """name with the numbers in which it differs from like (of as many parts) taken from like:
+    layers.3.self_attn.k_proj.weight like layers.4.self_attn.q_proj.weight: layers.4.self_attn.k_proj.weight."""
+    parts, other = name.split("."), like.split(".")
+    if len(parts) != len(other):
+        raise Underivable("layout", f"{name} and {like} are not named alike: no layer of the one names the other's")
+    return ".".join(o if p.isdigit() and o.isdigit() else p for p, o in zip(parts, other))
 
 
 def _bias_saved_apart(facts, saved: Saved):
