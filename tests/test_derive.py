@@ -1216,6 +1216,40 @@ def test_templates_that_alternate_may_number_other_layers():
     ]
 
 
+def test_an_einsum_with_a_parameter_is_a_projection():
+    """XLNet projects with torch.einsum("ibh,hnd->ibnd", h, self.q) over parameters [d_model, heads,
+    head_dim]: a projection x @ W (conv1d's orientation), the parameter read flattened to [d_model,
+    heads * head_dim]; its relative position kernel r and the u, v and segment biases are zeroed
+    (the content term scored, as Transformer-XL's elsewhere). An einsum whose parameter's first
+    dim is not the one contracted is no projection."""
+    from wqk.adapters.reader import _as_matrix
+    from wqk.derive.trace import tracing
+
+    xlnet = derive("xlnet")
+    assert xlnet.ok, xlnet.reason
+    (a,) = xlnet.record.attention
+    assert (a.weight, a.qk, a.conv1d) == ("layer.{i}.rel_attn.{p}", ("q", "k"), True)
+    assert {"rel_attn.r", "rel_attn.r_w_bias", "rel_attn.seg_embed"} <= _zeroed(xlnet)
+    w = torch.arange(24.0).reshape(2, 3, 4)
+    assert torch.equal(_as_matrix(w), w.reshape(2, 12))
+
+    class Einsums(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.t = torch.nn.Parameter(torch.randn(8, 2, 4)), torch.nn.Parameter(torch.randn(2, 4, 8))
+
+        def forward(self, x):
+            return torch.einsum("ibh,hnd->ibnd", x, self.q), torch.einsum("ibh,ndh->ibnd", x, self.t)
+
+    model = Einsums()
+    x = torch.randn(5, 2, 8)
+    with tracing(model) as trace:
+        model(x)
+    (projection,) = trace.projections
+    assert projection.weight == "q" and projection.conv1d
+    assert torch.allclose(projection.out, x @ model.q.detach().reshape(8, 8))
+
+
 def test_a_gate_saved_before_q_k_and_v_in_one_tensor_is_read_past():
     """HRM saves each layer's gate, q, k and v projections as one gqkv_proj tensor, [g | q | k | v]
     (transformers' conversion cuts it into four): the record reads it fused "gate_blocks", its q

@@ -208,8 +208,11 @@ def _block_diagonal(ckpt: Checkpoint, site: Site, w: torch.Tensor, key: str, par
 
 
 def _as_matrix(w: torch.Tensor) -> torch.Tensor:
-    """A 1x1 convolution's weight [out, in, 1] as the [out, in] matrix it is (SqueezeBERT)."""
-    return w.reshape(w.shape[0], w.shape[1]) if w.ndim > 2 and all(n == 1 for n in w.shape[2:]) else w
+    """A 1x1 convolution's weight [out, in, 1] as the [out, in] matrix it is (SqueezeBERT); an
+    einsum's [in, heads, head_dim] (XLNet's q and k, read with conv1d) as [in, heads * head_dim]."""
+    if w.ndim > 2 and all(n == 1 for n in w.shape[2:]):
+        return w.reshape(w.shape[0], w.shape[1])
+    return w.reshape(w.shape[0], -1) if w.ndim > 2 else w
 
 
 _FLOAT_STORAGE = ("F32", "F16", "BF16")

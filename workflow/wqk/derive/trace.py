@@ -297,6 +297,9 @@ class Tracer(TorchFunctionMode):
         ins, target = eq.replace(" ", "").split("->")
         sa, sb = ins.split(",")
         contracted = [c for c in sa if c in sb and c not in target]
+        if len(contracted) == 1 and self._param(ops[0]) is None and (wn := self._param(ops[1])) is not None:
+            self._einsum_projection(calls, sa, sb, target, contracted[0], ops[0], wn, out)
+            return
         if len(contracted) != 1 or any(self._param(o) is not None for o in ops) or len(target) < 3:
             return
         c = contracted[0]
@@ -309,6 +312,16 @@ class Tracer(TorchFunctionMode):
         a = torch.einsum(f"{sa}->{batch}{i}{c}", ops[0])
         k = torch.einsum(f"{sb}->{batch}{j}{c}", ops[1])
         self.trace.products.append(Product(self.seq, calls, a, k, _keep(out)))
+
+    def _einsum_projection(self, calls, sa: str, sb: str, target: str, c: str, x, weight: str, out) -> None:
+        """An einsum of activations with a parameter whose first dim is the one contracted, its others
+        the output's last ones (XLNet's "ibh,hnd->ibnd" over its q, k parameters [d_model, heads, head_dim]):
+        x @ W, W the parameter [d_in, ...] flattened to [d_in, d_out] (conv1d's orientation)."""
+        kept = sa.replace(c, "")
+        if sb[0] != c or target != kept + sb[1:] or not sa.endswith(c):
+            return
+        rows = out.reshape(*out.shape[: len(kept)], -1)
+        self.trace.projections.append(Projection(self.seq, calls, weight, None, True, _keep(x), _keep(rows)))
 
     def _sdpa(self, calls, args, kwargs):
         names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")

@@ -345,8 +345,9 @@ POSITION_TABLES = re.compile(
     r"|rel_pos_[hw]$|pe_k\.weight"
     # Transformer-XL's relative attention (conformers, Parakeet): the sinusoids' projection, u and v
     r"|linear_pos\.weight|relative_k_proj\.weight|(^|\.)(pos_)?bias_[uv]$"
-    # Funnel's and XLNet's: the position kernel, the u, v and segment biases, the segment embeddings
-    r"|(^|\.)r_kernel$|(^|\.)r_[wrs]_bias$|(^|\.)seg_embed$"
+    # Funnel's and XLNet's: the position kernel (XLNet's an einsum's r), the u, v and segment biases,
+    # the segment embeddings
+    r"|(^|\.)r_kernel$|rel_attn\.r$|(^|\.)r_[wrs]_bias$|(^|\.)seg_embed$"
     # Shaw's relative keys, read against the queries (VITS, Granite Speech, wav2vec2-bert)
     r"|emb_rel_k$|rel_pos_emb\.weight|distance_embedding\.weight"
 )
