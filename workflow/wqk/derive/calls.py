@@ -62,6 +62,7 @@ class AttentionCall:
     position_terms: bool  # an additive term of position alone (ALiBi, relative biases)
     mask: str  # "causal", "prefix" (causal after a prefix every token sees), "full", "band" or "mixed"
     cross: bool  # keys read another input than queries
+    per_head_scale: bool = False  # a positive scale of each head's own (Swin v2's logit_scale), left out of the form
 
 
 def _heads_view(t: torch.Tensor, batch: int) -> torch.Tensor:
@@ -114,14 +115,18 @@ def _mask_kind(open_: torch.Tensor) -> str:
     return "mixed"
 
 
-def fit_scale(scores, other_scores, out, other_out, open_, tol: float = 1e-6) -> tuple[float, bool]:
+def fit_scale(
+    scores, other_scores, out, other_out, open_, tol: float = 1e-6, per_head: bool = False
+) -> tuple[float, bool]:
     """The scale s with scores = s * out + c(n, h, i) + p(n, h, i, j) on the open positions, where
     p does not change with the tokens: two forwards of other tokens at the same positions differ
     by s times the difference of their products, up to a constant per row (which softmax does not
     see). Returns (s, whether p is nonzero: ALiBi, relative position biases); raises when no such s
     exists (a non-linear map of q.k, or a term of content and position: DeBERTa). s is nan when
     the tokens do not change the product (DETR's first object queries). The tolerance follows the
-    softmax input's precision: Funnel's, rounded to float32 in a float64 model."""
+    softmax input's precision: Funnel's, rounded to float32 in a float64 model. per_head: a positive
+    scale of each head's own is taken (Swin v2's cosine attention, exp(logit_scale) a head): the
+    returned s is their mean."""
     tol = max(tol, 64 * torch.finfo(scores.dtype).eps)
     ds = torch.where(open_, scores - other_scores, 0.0)
     do = torch.where(open_, out - other_out, 0.0)
@@ -130,30 +135,33 @@ def fit_scale(scores, other_scores, out, other_out, open_, tol: float = 1e-6) ->
     do = torch.where(open_, do - do.sum(-1, keepdim=True) / count, 0.0)
     if float(do.norm()) <= 1e-12 * float(out.abs().max()):
         return float("nan"), False
-    per_head = (ds * do).sum((0, -1, -2)) / (do * do).sum((0, -1, -2)).clamp_min(1e-300)
+    heads_s = (ds * do).sum((0, -1, -2)) / (do * do).sum((0, -1, -2)).clamp_min(1e-300)
     s = float((ds * do).sum() / (do * do).sum())
     resid = (ds - s * do).norm() / ds.norm().clamp_min(1e-300)
-    if resid > tol:
-        spread = float(per_head.max() - per_head.min()) / max(abs(s), 1e-300)
+    heads = (ds - heads_s[:, None, None] * do).norm() <= tol * ds.norm()
+    if resid > tol and per_head and heads and bool((heads_s > 0).all()):
+        s = heads_s[:, None, None]
+    elif resid > tol:
+        spread = float(heads_s.max() - heads_s.min()) / max(abs(s), 1e-300)
         why = (
             "scaled per head"
-            if spread > tol and (ds - per_head[:, None, None] * do).norm() <= tol * ds.norm()
+            if spread > tol and heads
             else "no linear map of q.k (soft-capping, cosine attention, content-position terms)"
         )
         raise Underivable("not bilinear", f"the softmax input is {why} (relative residual {float(resid):.1e})")
     rest = torch.where(open_, scores - s * out, 0.0)
     rest = torch.where(open_, rest - rest.sum(-1, keepdim=True) / count, 0.0)
-    return s, bool((rest.abs() > 1e-6 * out.abs().max()).any())
+    return float(s.mean()) if torch.is_tensor(s) else s, bool((rest.abs() > 1e-6 * out.abs().max()).any())
 
 
-def fit_runs(scores, other_scores, out, other_out, tol: float = 1e-6) -> tuple[float, bool]:
+def fit_runs(scores, other_scores, out, other_out, tol: float = 1e-6, per_head: bool = False) -> tuple[float, bool]:
     """fit_scale over two forwards of other tokens; where their lengths differ (a decoder whose
     length follows durations predicted from the tokens: FastSpeech 2's), each forward alone, where
     a term of position cannot cancel and fails the fit, at one scale."""
     if scores.shape == other_scores.shape and out.shape == other_out.shape:
-        return fit_scale(scores, other_scores, out, other_out, open_positions(scores, other_scores), tol)
+        return fit_scale(scores, other_scores, out, other_out, open_positions(scores, other_scores), tol, per_head)
     fits = [
-        fit_scale(s, torch.zeros_like(s), o, torch.zeros_like(o), open_positions(s, s), tol)[0]
+        fit_scale(s, torch.zeros_like(s), o, torch.zeros_like(o), open_positions(s, s), tol, per_head)[0]
         for s, o in ((scores, out), (other_scores, other_out))
     ]
     if abs(fits[0] - fits[1]) > max(tol, 64 * torch.finfo(scores.dtype).eps) * abs(fits[0]):
@@ -442,13 +450,20 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
     open_ = open_positions(scores, others if others.shape == scores.shape else scores)
     if open_.sum() < 2 * open_.shape[-2] * open_.shape[0] * open_.shape[1]:  # under two open keys a query
         raise Underivable("layout", f"only {int(open_.sum())} of {open_.numel()} attention logits are unmasked")
-    scale, position = fit_runs(scores, others, out, other_out)
+    per_head = False
+    try:
+        scale, position = fit_runs(scores, others, out, other_out)
+    except Underivable as e:
+        if "scaled per head" not in e.reason:
+            raise
+        scale, position = fit_runs(scores, others, out, other_out, per_head=True)
+        per_head = True
     xq, xk = q_side.projection.x, k_side.projection.x
     cross = not (xq.shape == xk.shape and torch.equal(xq, xk)) and not _pooled_from(xq, xk, batch)
     cross = cross and not k_side.shared  # an earlier layer's keys of the same tokens: self-attention
     return AttentionCall(
         call, product, softmax, q_side, k_side, a.shape[1], a.shape[-1], scale, extra, position,
-        _mask_kind(open_[0, 0]) if not cross else "full", cross,
+        _mask_kind(open_[0, 0]) if not cross else "full", cross, per_head,
     )  # fmt: skip
 
 

@@ -207,7 +207,7 @@ def record_of(model_type, model, steps, traces, keys, save, base: str, tiny: Tin
         record = assemble(model_type, facts, base, None, tiny)
         layers = layer_numbers(facts)
         pairs = _blocks_of(calls, facts, _read_blocks(folder, record), layers)
-        scales = [check(b, seen(c, trace, trace), seen(c, trace, again)) for c, b in pairs]
+        scales = [check(b, seen(c, trace, trace), seen(c, trace, again), per_head=c.per_head_scale) for c, b in pairs]
         record, rope_facts = _with_rope(model, real, record, folder, trace, calls, facts, layers)
     return Derivation(
         model_type,
@@ -217,6 +217,7 @@ def record_of(model_type, model, steps, traces, keys, save, base: str, tiny: Tin
             prescale=sorted({round(f.factor, 9) for f in facts}),
             position_terms=any(f.position_terms for f in facts),
             extra_logits=max(f.extra_logits for f in facts),
+            per_head_scale=any(c.per_head_scale for c in calls),  # a positive scale a head, left out of its form
             modality=modality or _modality(model, nested_towers(model), facts, steps),
             **rope_facts,
             **remedies,
@@ -564,7 +565,7 @@ def _linear_at_real_positions(trace, calls: list[AttentionCall], real) -> None:
         scores, others = (_heads_view(s.scores, batch)[..., :tk] for s in (first, second))
         outs = (_heads_view(p.out, batch) for p in products)
         try:
-            fit_scale(scores, others, *outs, open_positions(scores, others))
+            fit_scale(scores, others, *outs, open_positions(scores, others), per_head=call.per_head_scale)
         except Underivable as e:
             raise Underivable(
                 "not bilinear",

@@ -177,13 +177,13 @@ def _form(block: AttentionBlock, s: Seen, with_rope: bool) -> tuple[torch.Tensor
     return form, scores
 
 
-def check(block: AttentionBlock, one: Seen, other: Seen, with_rope: bool = False) -> float:
+def check(block: AttentionBlock, one: Seen, other: Seen, with_rope: bool = False, per_head: bool = False) -> float:
     """Raise Underivable("verify", ...) unless the call's scores in two forwards of other tokens
     are the block's form (module docstring); returns the fitted scale."""
     form, scores = _form(block, one, with_rope)
     other_form, other_scores = _form(block, other, with_rope)
     try:
-        scale, _ = fit_runs(scores, other_scores, form, other_form, TOL)
+        scale, _ = fit_runs(scores, other_scores, form, other_form, TOL, per_head)
     except Underivable as e:
         raise Underivable("verify", f"{one.name} ({block.stack} layer {block.layer}): {e.reason}") from None
     return scale
