@@ -2,6 +2,7 @@
 
     python tests/derived_types.py            # rewrite tests/derived_types.json (minutes, two workers)
     python tests/derived_types.py --reasons reasons.tsv   # and every type's reason, to read the refusals
+    .venv-timm/bin/python tests/derived_types.py --out timm.json   # with the timm extra: its table, elsewhere
 
 tests/test_derive_all.py derives every type again and compares it with this file: a type that
 derived must still derive (its record passes the logits test inside `derive`), a type refused
@@ -35,6 +36,7 @@ def main(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(description="Rewrite tests/derived_types.json from a fresh derivation.")
     parser.add_argument("--reasons", type=Path, help="also write type, status, category and reason per line (TSV)")
+    parser.add_argument("--out", type=Path, default=EXPECTED, help="where to write the outcomes (default: %(default)s)")
     args = parser.parse_args(argv)
     code = code_key()
     with tempfile.TemporaryDirectory() as cache:
@@ -53,11 +55,11 @@ def main(argv: list[str]) -> int:
         "transformers": transformers.__version__,
         "types": {r.model_type: r.status if r.status != "refused" else f"refused: {r.category}" for r in rows},
     }
-    EXPECTED.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    args.out.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     counts = {}
     for v in out["types"].values():
         counts[v] = counts.get(v, 0) + 1
-    print(f"{EXPECTED}: {len(rows)} types, {counts}")
+    print(f"{args.out}: {len(rows)} types, {counts}")
     if args.reasons:
         lines = ["\t".join((r.model_type, r.status, r.category, " ".join(r.detail.split()))) for r in rows]
         args.reasons.write_text("type\tstatus\tcategory\treason\n" + "\n".join(lines) + "\n", encoding="utf-8")

@@ -68,6 +68,9 @@ ARCHITECTURES = [  # (architecture, what the record must say beyond the fused [q
     ("vit_base_patch16_siglip_224", {"heads_default": 12}),
     ("beit_base_patch16_224", {"heads_default": 12, "bias": None, "q_bias": "blocks.{i}.attn.q_bias"}),
     ("eva_giant_patch14_224", {"heads_default": 16, "bias": None, "q_bias": "blocks.{i}.attn.q_bias"}),
+    # a 2-d rotary of timm's own (its bands zeroed while tracing): left out of the record, as V-JEPA 2's
+    ("eva02_tiny_patch14_224", {"heads_default": 3, "bias": None, "q_bias": "blocks.{i}.attn.q_bias"}),
+    ("vit_pe_core_tiny_patch16_384", {"heads_default": 3}),
 ]
 
 
@@ -87,7 +90,34 @@ def test_vit_deit_beit_eva_derive_from_timms_forward(arch, fields):
     )
     for name, value in fields.items():
         assert getattr(a, name) == value, name
-    assert d.record.objectives == {"encoder": "bidirectional"}
+    assert d.record.objectives == {"encoder": "bidirectional"} and d.record.rope is None
+    assert d.facts["modality"] == "vision"
+
+
+# transformers' types that build a timm model (TimmWrapper), derived where timm imports: the
+# Perception Encoder's ViT shrunk through timm's own arguments (shrink._tiny_timm: two blocks, its
+# head count, heads 8 wide), its rotary left out; where the timm model has no attention, that
+TIMM_TYPES = {
+    "pe_video_encoder": ("derived", 16),
+    "perception_lm": ("derived", 16),
+    "timm_wrapper": ("no attention", None),  # its default architecture: ResNet-50
+    "edgetam_vision_model": ("no attention", None),  # its default backbone: ResNet-50
+}
+
+
+@needs_timm
+@pytest.mark.parametrize("model_type", sorted(TIMM_TYPES))
+def test_transformers_types_that_build_a_timm_model_derive_where_timm_imports(model_type):
+    from wqk.derive import derive
+
+    want, heads = TIMM_TYPES[model_type]
+    d = derive(model_type)
+    if want != "derived":
+        assert not d.ok and d.category == want, (d.category, d.reason)
+        return
+    assert d.ok, f"{d.category}: {d.reason}"
+    (timm_part,) = [a for a in d.record.attention if ".timm_model." in a.weight]
+    assert (timm_part.fused, timm_part.heads, timm_part.heads_default) == ("blocks", (), heads)
     assert d.facts["modality"] == "vision"
 
 

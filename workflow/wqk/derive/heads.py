@@ -185,6 +185,8 @@ def head_keys(trace: Trace, root):
     """A function (attention call, heads, kv heads) -> HeadKeys."""
 
     def keys(call: ModuleCall, heads: int, kv: int, groups: tuple[int, int] = (1, 1), producer: int | None = None):
+        if type(call.module).__module__.startswith("timm.") and kv == heads and groups == (1, 1):
+            return HeadKeys()  # a timm model inside (TimmWrapper): its architecture fixes the count (heads_default)
         config = _owner_config(trace, call, root)
         path = config_path(root, config) or ""
         own = _fields(config, call.module)

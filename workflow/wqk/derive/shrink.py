@@ -175,6 +175,13 @@ HINTS["molmo2"] = {"adapter_config.vision_feature_layer": [-1, -2]}
 QSA = {"indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": HEAD_DIM, "indexer_budget": 64,
        "indexer_compress_ratio": 2}  # fmt: skip
 HINTS["qwen4_exp_text"] = QSA
+# its default vision tower is timm's ResNet-50 with no model_args, and its projector reads model_args'
+# embed_dim: the Perception Encoder ViT its checkpoints (Perception-LM) run, shrunk as any timm ViT
+# (_tiny_timm, after the hints)
+HINTS["perception_lm"] = {
+    "vision_config.architecture": "vit_pe_core_large_patch14_336",
+    "vision_config.model_args": {"embed_dim": 1024},
+}
 HINTS["qwen4_exp"] = {f"text_config.{k}": v for k, v in QSA.items()}
 
 
@@ -232,6 +239,8 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
                 out["pad_token_id"] = 1
         if _is_sub(v) and v.get("model_type") == "timm_backbone":  # timm is not installed: transformers' ResNet
             out[k] = dict(RESNET)
+        elif _is_sub(v) and v.get("model_type") == "timm_wrapper":  # a timm model (Perception Encoder's ViT)
+            out[k] = _tiny_timm(v)
         elif _is_sub(v, k):
             out[k] = _shrink_dict(v, counts, kv_equal, widths)
         if _widths_per_level(k, v, widths):  # RT-DETR's decoder_in_channels: the encoder's width, per level
@@ -347,6 +356,40 @@ def _shrink_dict(own: dict, counts: _Counts, kv_equal: bool = False, widths: set
     _unset_rope(out)
     _vq_channels(out, own)
     return out
+
+
+TIMM_HEAD_WIDTH = 8
+
+
+def _tiny_timm(sub: dict) -> dict:
+    """A TimmWrapper's config with the timm ViT it names shrunk through the arguments timm builds it
+    with (model_args): two blocks, each head TIMM_HEAD_WIDTH wide at its own head count (timm's
+    config.json states none: the architecture fixes it, and the record carries the count seen),
+    images of 4 x 4 patches. As it is where timm does not import, or the model is no ViT of patches."""
+    try:
+        import timm
+        import torch
+    except Exception:  # timm (or its torchvision) does not import: the forward says so
+        return sub
+    import math
+
+    arch, args = sub.get("architecture"), dict(sub.get("model_args") or {})
+    try:
+        with torch.device("meta"):
+            model = timm.create_model(arch, pretrained=False, **args)
+    except Exception:
+        return sub
+    heads = sorted({m.num_heads for m in model.modules() if isinstance(getattr(m, "num_heads", None), int)})
+    patch = getattr(getattr(model, "patch_embed", None), "patch_size", None)
+    if not heads or not isinstance(patch, (tuple, list)):
+        return sub
+    tiny = {"depth": 2, "embed_dim": math.lcm(*heads) * TIMM_HEAD_WIDTH, "img_size": 4 * int(patch[0])}
+    try:
+        with torch.device("meta"):
+            timm.create_model(arch, pretrained=False, **{**args, **tiny})
+    except Exception:
+        return sub
+    return dict(sub, model_args={**args, **tiny})
 
 
 def _vq_channels(out: dict, own: dict) -> None:
@@ -811,6 +854,9 @@ def shrink(config, kv_equal: bool = False):
         d = _shrink_dict(own, _Counts(), equal)
         _fit_grids(d, own)
         _apply_hints(d, HINTS.get(config.model_type, {}))
+        for k, v in d.items():  # a timm model a hint named (Perception LM's)
+            if _is_sub(v) and v.get("model_type") == "timm_wrapper" and "depth" not in (v.get("model_args") or {}):
+                d[k] = _tiny_timm(v)
         d.pop("transformers_version", None)
         try:
             return _repaired(type(config), d, own)

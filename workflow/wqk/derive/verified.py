@@ -69,6 +69,14 @@ def no_rotation(model):
             if name.endswith("inv_freq"):
                 saved.append((buf, buf.clone()))
                 buf.zero_()
+    for name, buf in _timm_rotary_tables(model):  # timm's 2-d rotary (EVA's, the Perception Encoder's)
+        saved.append((buf, buf.clone()))
+        with torch.no_grad():
+            if name == "pos_embed":  # [sin | cos] per position
+                buf[..., : buf.shape[-1] // 2] = 0.0
+                buf[..., buf.shape[-1] // 2 :] = 1.0
+            else:  # its bands (angles rebuilt from them), or a table of sines alone
+                buf.fill_(1.0 if name == "pos_embed_cos" else 0.0)
     for buf in _sinusoid_tables(model):
         saved.append((buf, buf.clone()))
         half = buf.shape[-1] // 2
@@ -123,6 +131,18 @@ class _NoAngles(TorchFunctionMode):
         if self.open and self.open[-1] in self.angled and name in ("sin", "cos") and isinstance(out, torch.Tensor):
             return torch.zeros_like(out) if name == "sin" else torch.ones_like(out)
         return out
+
+
+def _timm_rotary_tables(model) -> list[tuple[str, torch.Tensor]]:
+    """The buffers of timm's rotary modules (those holding "bands": RotaryEmbeddingCat,
+    RotaryEmbedding): the bands, and the tables cached from them."""
+    found = []
+    for module in model.modules():
+        buffers = dict(module.named_buffers(recurse=False))
+        if "bands" in buffers and type(module).__module__.startswith("timm."):
+            names = ("bands", "pos_embed", "pos_embed_sin", "pos_embed_cos")
+            found += [(n, buffers[n]) for n in names if buffers.get(n) is not None and buffers[n].is_floating_point()]
+    return found
 
 
 def _sinusoid_tables(model) -> list[torch.Tensor]:
