@@ -149,3 +149,47 @@ def _unknown(model_type, model_id="", config=None):
     from wqk.errors import UnsupportedModelType
 
     raise UnsupportedModelType(f"model_type {model_type!r} is not supported")
+
+
+def _blocks(folder: Path, record) -> dict:
+    from wqk.adapters.reader import read_blocks, with_extras
+    from wqk.checkpoints import open_checkpoint
+
+    ckpt = open_checkpoint(str(folder))
+    return {(b.stack, b.layer): b for b in with_extras(ckpt, read_blocks(ckpt, record), record)}
+
+
+BLOCK_FIELDS = ("q", "k", "q_bias", "k_bias", "q_gain", "k_gain", "norm_centred", "form", "q_norm_bias", "k_norm_bias")
+
+
+def test_every_hand_record_reads_the_same_blocks_from_the_tensors_a_fetch_takes(tmp_path):
+    """The tensors a fetch takes hold everything the reader reads: a LayerNorm's bias beside its gain
+    (which says the norm is centred, folded by the fingerprint metrics: GPT-2's, ViT's, Whisper's) and
+    a QK LayerNorm's shift (Persimmon's) included. A range fetch without them read 30 of the hand
+    records' pre-norms as RMSNorms."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from wqk.adapters import get_record, records
+    from wqk.tiny import build_tiny
+
+    differ = {}
+    for model_type in [r.model_type for r in records() if r.tiny is not None] + ["persimmon"]:
+        folder = build_tiny(model_type, tmp_path / model_type / "whole")
+        config = json.loads((folder / "config.json").read_text())
+        pick = tensor_filter(config)
+        fetched = tmp_path / model_type / "fetched"
+        fetched.mkdir()
+        (fetched / "config.json").write_text(json.dumps(config))
+        state = {k: v for f in sorted(folder.glob("*.safetensors")) for k, v in load_file(f).items()}
+        save_file({k: v for k, v in state.items() if pick(k)}, str(fetched / "model.safetensors"))
+        record = get_record(config["model_type"], config=config)
+        whole, part = _blocks(folder, record), _blocks(fetched, record)
+        assert whole.keys() == part.keys(), model_type
+        for key, block in whole.items():
+            for name in BLOCK_FIELDS:
+                x, y = getattr(block, name, None), getattr(part[key], name, None)
+                same = torch.equal(x, y) if torch.is_tensor(x) and torch.is_tensor(y) else x == y
+                if not same:
+                    differ.setdefault(model_type, set()).add(name)
+    assert not differ, differ

@@ -2,7 +2,7 @@
 
 `tensor_filter(config)` matches every name that a template of the record's Attentions can
 give (q/k or fused weights, biases, query biases, the norm gains feeding the attention,
-QK-norm gains), in every source format of the record, under any of each Attention's name
+QK-norm gains, and the biases beside those gains), in every source format of the record, under any of each Attention's name
 prefixes ("^"-templates from the root), numbered fields as digits and {p} as either
 projection. The hub code (checkpoints.hub, a lower layer) is handed this function by its
 callers and calls it on the repo's config.json. No torch: the records are data.
@@ -35,7 +35,11 @@ class TensorFilter:
 
 def _templates(a: Attention) -> list[str]:
     names = [a.weight, a.bias_template, a.q_bias, a.norm, a.first_norm, a.k_norm, a.k_norm_unless]
-    return [t for t in (*names, *(a.qk_norm or ())) if t]
+    gains = [t for t in (a.norm, a.first_norm, a.k_norm, *(a.qk_norm or ())) if t and t.endswith("weight")]
+    # the biases beside the gains: a LayerNorm's says the norm is centred (norm_centred None), a QK
+    # LayerNorm's shift is read beside its gain (Persimmon's)
+    biases = [t.removesuffix("weight") + "bias" for t in gains]
+    return [t for t in (*names, *(a.qk_norm or ()), *biases) if t]
 
 
 def record_patterns(record: Record) -> list[str]:
