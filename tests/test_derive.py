@@ -1268,6 +1268,37 @@ def test_an_einsum_with_a_parameter_is_a_projection():
     assert torch.allclose(projection.out, x @ model.q.detach().reshape(8, 8))
 
 
+def test_a_learned_scale_of_the_queries_columns_is_folded_into_q(tmp_path):
+    """TimesFM scales its queries' columns by softplus(scaling) x 1.44 / sqrt(head_dim) after the
+    projection: the derivation finds the parameter and its map (Attention.q_scale, scale_map), the
+    reader folds softplus(scaling) into each head's q and its bias; the constant is the softmax
+    scale's. Factors no parameter explains stay refused (LeViT's BatchNorm: a running variance)."""
+    import torch.nn.functional as F
+
+    from wqk.derive.calls import _column_scale
+
+    timesfm = derive("timesfm")
+    assert timesfm.ok, timesfm.reason
+    (a,) = timesfm.record.attention
+    assert (a.q_scale, a.scale_map) == ("layers.{i}.self_attn.scaling", "softplus")
+    folder = build_tiny("timesfm", tmp_path / "timesfm")
+    ckpt = open_checkpoint(str(folder))
+    block = next(b for b in with_extras(ckpt, read_blocks(ckpt, timesfm.record), timesfm.record) if b.layer == 0)
+    store = ckpt.store
+    w = store.get("layers.0.self_attn.q_proj.weight").double()
+    scale = F.softplus(store.get("layers.0.self_attn.scaling").double())
+    heads, k = block.q.shape[0], block.q.shape[2]
+    want = (w.reshape(heads, k, -1) * scale[None, :, None]).transpose(1, 2)
+    assert torch.allclose(block.q.double(), want, rtol=1e-6)
+    bias = store.get("layers.0.self_attn.q_proj.bias").double().reshape(heads, k) * scale
+    assert torch.allclose(block.q_bias.double(), bias, rtol=1e-6)
+    assert not derive("levit").ok
+    trace = SimpleNamespace(parameters={"attn.s": torch.tensor([1.0, 2.0])})
+    calls = [SimpleNamespace(name="attn")]
+    assert _column_scale([3.0, 6.0, 3.0, 6.0], 2, 2, trace, calls)[1:] == ("identity", 3.0)
+    assert _column_scale([3.0, 5.0, 3.0, 6.0], 2, 2, trace, calls) is None
+
+
 def test_a_gate_saved_before_q_k_and_v_in_one_tensor_is_read_past():
     """HRM saves each layer's gate, q, k and v projections as one gqkv_proj tensor, [g | q | k | v]
     (transformers' conversion cuts it into four): the record reads it fused "gate_blocks", its q

@@ -165,7 +165,7 @@ BLOCK_FIELDS = ("q", "k", "q_bias", "k_bias", "q_gain", "k_gain", "norm_centred"
 def test_every_hand_record_reads_the_same_blocks_from_the_tensors_a_fetch_takes(tmp_path):
     """The tensors a fetch takes hold everything the reader reads: a LayerNorm's bias beside its gain
     (which says the norm is centred, folded by the fingerprint metrics: GPT-2's, ViT's, Whisper's) and
-    a QK LayerNorm's shift (Persimmon's) included. A range fetch without them read 30 of the hand
+    a QK LayerNorm's shift (Persimmon's) and a learned query scale (TimesFM's) included. A range fetch without them read 30 of the hand
     records' pre-norms as RMSNorms."""
     import torch
     from safetensors.torch import load_file, save_file
@@ -174,7 +174,7 @@ def test_every_hand_record_reads_the_same_blocks_from_the_tensors_a_fetch_takes(
     from wqk.tiny import build_tiny
 
     differ = {}
-    for model_type in [r.model_type for r in records() if r.tiny is not None] + ["persimmon"]:
+    for model_type in [r.model_type for r in records() if r.tiny is not None] + ["persimmon", "timesfm"]:
         folder = build_tiny(model_type, tmp_path / model_type / "whole")
         config = json.loads((folder / "config.json").read_text())
         pick = tensor_filter(config)

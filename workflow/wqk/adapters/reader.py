@@ -161,9 +161,35 @@ def read_qk(ckpt: Checkpoint, site: Site) -> AttentionBlock:
             [site.name(a.weight, a.qk[0]), site.key_name(a.weight, a.qk[1])] if a.fused in (None, "kv") else [name],
         ),
     )
+    if a.q_scale:
+        block = dataclasses.replace(block, q=_scaled(block.q, _q_scale(ckpt, site, block.n_heads, block.q.shape[2])))
     if a.qk_norm_unit and _normed(ckpt, site):
         return _unit_qk_norm(site, block)
     return _fold_qk_norm(ckpt, site, block) if a.qk_norm else block
+
+
+SCALE_MAPS = {"identity": lambda t: t, "softplus": torch.nn.functional.softplus}
+
+
+def _q_scale(ckpt: Checkpoint, site: Site, n: int, k: int) -> torch.Tensor:
+    """The queries' column scale [n heads, k] (Attention.q_scale through scale_map), in float32 at least."""
+    a = site.attention
+    name = site.name(a.q_scale)
+    if name not in ckpt.store:
+        raise CorruptCheckpoint(f"{ckpt.model_id}: the query scale {name} is missing; a truncated checkpoint?")
+    raw = ckpt.store.get(name)
+    if raw.numel() not in (k, n * k):
+        raise CorruptCheckpoint(
+            f"{ckpt.model_id}: query scale {name} is {tuple(raw.shape)}, expected ({k},) or ({n * k},)"
+        )
+    raw = raw.to(torch.promote_types(raw.dtype, torch.float32))
+    return SCALE_MAPS[a.scale_map](raw).reshape(-1, k).expand(n, k)
+
+
+def _scaled(factor: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """factor [H, d, k] with each head's columns scaled by scale [H, k]."""
+    f = factor.to(torch.promote_types(factor.dtype, scale.dtype))
+    return f * scale.to(f.dtype)[:, None, :]
 
 
 def _normed(ckpt: Checkpoint, site: Site) -> bool:
@@ -388,6 +414,8 @@ class _Extras:
             where_q = site.name(a.q_bias)
             bq = self._get(where_q)
         q_bias, k_bias = self._split(bq, h, k, where_q), self._split(bk, h_kv, k, where_k)
+        if q_bias is not None and a.q_scale:  # the bias is added before the scale
+            q_bias = _scaled(q_bias[:, None, :], _q_scale(self.ckpt, site, h, k))[:, 0, :]
         if q_bias is not None and block.heads is not None:  # q's rows in the block's head order
             q_bias = q_bias[list(block.heads)]
         return {"q_bias": q_bias, "k_bias": k_bias}

@@ -107,6 +107,10 @@ class Attention:
       base where the stack's layers so far end; the n together end at base + n * layers.
       A template without a numbered field names one layer (SAM's final token-to-image attention).
     only_if: code, where the config decides whether the stack is read (Mask2Former's backbone).
+    q_scale: a parameter that scales the queries' columns after their projection (TimesFM's
+      softplus of its `scaling`, head_dim values shared by the heads, or one per head's column),
+      folded into q (and its bias) as a QK-norm's gain is, through scale_map ("identity",
+      "softplus"); the form stays bilinear (no per-token normalisation).
     kv_shared: config key of the count of last layers that reuse the keys of the last earlier
       layer of their kind in the config's layer_types (Gemma 3n's and Gemma 4's num_kv_shared_layers;
       such a layer holds no k_proj that runs, or none at all): their keys' tensors (weight, bias,
@@ -149,6 +153,8 @@ class Attention:
     interleave: tuple[int, int] | None = None
     groups: tuple[str, str] = ()
     kv_shared: str | None = None
+    q_scale: str | None = None
+    scale_map: str = "identity"
 
     def __post_init__(self):
         if self.stack not in STACKS:

@@ -34,7 +34,7 @@ class TensorFilter:
 
 
 def _templates(a: Attention) -> list[str]:
-    names = [a.weight, a.bias_template, a.q_bias, a.norm, a.first_norm, a.k_norm, a.k_norm_unless]
+    names = [a.weight, a.bias_template, a.q_bias, a.q_scale, a.norm, a.first_norm, a.k_norm, a.k_norm_unless]
     gains = [t for t in (a.norm, a.first_norm, a.k_norm, *(a.qk_norm or ())) if t and t.endswith("weight")]
     # the biases beside the gains: a LayerNorm's says the norm is centred (norm_centred None), a QK
     # LayerNorm's shift is read beside its gain (Persimmon's)

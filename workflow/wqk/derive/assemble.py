@@ -105,6 +105,11 @@ def _merge(group: list[SiteFacts]) -> tuple[Attention, list[tuple[int, ...]]]:
         if t is None or t[1] != layers:
             raise Underivable("layout", f"the query biases of {group[0].q_weight} are not each layer's own")
         changes["q_bias"] = t[0]
+    if any(f.q_scale for f in group):
+        t = template([f.q_scale or "" for f in group])
+        if t is None or t[1] != layers:
+            raise Underivable("layout", f"the query scales of {group[0].q_weight} are not each layer's own")
+        changes["q_scale"] = t[0]
     if changes.get("norm") is None and group[0].qk_norm is None:  # the offset of no gain the record reads
         changes["gain_offset"] = 0.0
     k_norms = {f.k_norm for f in group}
@@ -238,7 +243,7 @@ def _alternate(run: list, position: dict) -> list | None:
     return None
 
 
-_NAMES = ("weight", "norm", "first_norm", "k_norm", "q_bias")
+_NAMES = ("weight", "norm", "first_norm", "k_norm", "q_bias", "q_scale")
 
 
 def _cut(a: Attention, lead: str) -> Attention | None:

@@ -46,6 +46,7 @@ class Side:
     norm_heads: list[ModuleCall] | None = None  # per-head QK-norm calls (one module per head)
     unit_norm: str | None = None  # a QK-norm without a gain between projection and product: "rms" or "centred"
     shared: bool = False  # another attention's projection and norm (Gemma 3n's layers that reuse an earlier one's keys)
+    column_scale: tuple[str, str] | None = None  # (parameter, map) scaling each column after the projection
 
 
 @dataclass
@@ -215,14 +216,39 @@ def _side(
     projection = projections[sources.pop()]
     rows = [[matches[head * c + j].column for j in range(c)] for head in range(h)]
     factors = [m.factor for m in matches]
+    column_scale = None
     if _uneven(factors) and norm is None and unit is None:
-        raise Underivable(
-            "not bilinear", f"the {what} are scaled differently per column ({min(factors)} to {max(factors)})"
-        )
+        found = _column_scale(factors, h, c, trace, calls)
+        if found is None:
+            raise Underivable(
+                "not bilinear", f"the {what} are scaled differently per column ({min(factors)} to {max(factors)})"
+            )
+        column_scale, factors = found[:2], [found[2]] * len(factors)
     offsets = torch.tensor([m.offset / m.factor for m in matches], dtype=torch.float64).reshape(h, c)
     scale = max(float(target.abs().max()), 1e-300)
     added = offsets if norm is None and unit is None and float(offsets.abs().max()) > 1e-6 * scale else None
-    return Side(projection, rows, matches[0].factor, norm, added, unit_norm=unit, shared=shared)
+    return Side(projection, rows, factors[0], norm, added, unit_norm=unit, shared=shared, column_scale=column_scale)
+
+
+COLUMN_MAPS = {"identity": lambda p: p, "softplus": torch.nn.functional.softplus}
+
+
+def _column_scale(factors: list[float], h: int, c: int, trace: Trace, calls) -> tuple[str, str, float] | None:
+    """(parameter, map, the factor left, one for all columns) where each column's factor is that
+    map of a 1-d parameter of the attention's own modules, of head_dim values shared by the heads
+    or one per head's column, times one constant (TimesFM's softplus(scaling) x 1.44 / sqrt(head_dim));
+    None where none is."""
+    f = torch.tensor(factors, dtype=torch.float64).reshape(h, c)
+    modules = {call.name for call in calls}
+    for name, p in trace.parameters.items():
+        if p.ndim != 1 or p.numel() not in (c, h * c) or name.rpartition(".")[0] not in modules:
+            continue
+        for kind, fn in COLUMN_MAPS.items():
+            mapped = fn(p.detach().double()).reshape(-1, c).expand(h, c)
+            ratio = f / mapped
+            if bool(torch.isfinite(ratio).all()) and not _uneven(ratio.flatten().tolist()):
+                return name, kind, float(ratio.mean())
+    return None
 
 
 def _self_part(keys: torch.Tensor, trace: Trace, before: int, calls, q_side: Side) -> tuple[Side, int] | None:

@@ -57,6 +57,7 @@ class SiteFacts:
     kv_list: list | None = None  # the config's key heads per layer, where its kv key names a list
     layer_flags: dict | None = None  # the config's per-layer lists of flags, by key (heads.HeadKeys)
     kv_from: bool = False  # k_weight and qk_norm[1] are another layer's (Attention.kv_shared), until _as_saved
+    q_scale: str | None = None  # the parameter scaling the queries' columns (Attention.q_scale)
 
 
 def _layout(q: Side, k: Side, heads: int, kv_of: list[int], c: int, fused: bool) -> str | None:
@@ -233,6 +234,10 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
         if norm is not None and offset != gain_offset:
             raise Underivable("layout", f"{call.call.name}: the QK-norm's gain offset differs from the pre-norm's")
         gain_offset = offset
+    if k.column_scale is not None:
+        raise Underivable(
+            "layout", f"{call.call.name}: keys scaled per column by {k.column_scale[0]} (no record field)"
+        )
     if k.offset is not None:
         raise Underivable(
             "layout", f"{call.call.name}: a key bias added after the projection (no record field holds one)"
@@ -256,12 +261,13 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
         qk_norm_centred=qk_centred,
         qk_norm_unit=q.unit_norm is not None,
         kv_shared=found.kv_shared,
+        scale_map=q.column_scale[1] if q.column_scale else "identity",
     )
     return SiteFacts(
         stack, attention, call.call.name, found.heads_list, q_bias, q.projection.weight, k.projection.weight, norm.name + ".weight" if norm else None,
         feeding.name + ".weight" if feeding else None, k_norm, qk_norm, heads, kv, c, call.scale, q.factor * k.factor,
         call.position_terms, call.extra_logits, call.mask, kv_list=found.kv_list,
-        layer_flags=found.layer_flags, kv_from=k.shared,
+        layer_flags=found.layer_flags, kv_from=k.shared, q_scale=q.column_scale[0] if q.column_scale else None,
     )  # fmt: skip
 
 

@@ -473,6 +473,7 @@ def _as_saved(facts, saved: Saved):
         k_norm=name_of(facts.k_norm),
         qk_norm=qk_norm,
         kv_from=False,
+        q_scale=name_of(facts.q_scale),
     )
 
 
