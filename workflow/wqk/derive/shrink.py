@@ -1020,9 +1020,22 @@ def tiny_config(model_type: str, fields: dict | None = None, kv_equal: bool = Fa
     (a model whose forward needs them so: DeepSeek-V3's latent attention)."""
     import transformers
 
-    fields = {k: v for k, v in (fields or {}).items() if k != "model_type"}
+    fields = {k: _special_floats(v) for k, v in (fields or {}).items() if k != "model_type"}
     config = transformers.AutoConfig.for_model(model_type, **fields)
     return shrink(config, kv_equal)
+
+
+SPECIAL_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
+
+
+def _special_floats(v):
+    """v with the floats config.json cannot hold as numbers read back: transformers writes them
+    {"__float__": "Infinity"} (Bamba's and the other Mamba-2 hybrids' time_step_limit [0.0, inf])."""
+    if isinstance(v, dict):
+        if set(v) == {"__float__"} and v["__float__"] in SPECIAL_FLOATS:
+            return SPECIAL_FLOATS[v["__float__"]]
+        return {k: _special_floats(x) for k, x in v.items()}
+    return [_special_floats(x) for x in v] if isinstance(v, list) else v
 
 
 MISSING = re.compile(r"'(\w+Config)' object has no attribute '(\w+)'")
