@@ -1299,6 +1299,30 @@ def test_a_learned_scale_of_the_queries_columns_is_folded_into_q(tmp_path):
     assert _column_scale([3.0, 5.0, 3.0, 6.0], 2, 2, trace, calls) is None
 
 
+def test_a_config_json_with_floats_json_cannot_hold_derives(tmp_path):
+    """transformers writes an infinite float of config.json as {"__float__": "Infinity"} (Bamba's
+    time_step_limit [0.0, inf], as every Mamba-2 hybrid's): read back as the float, the derivation
+    of the checkpoint's own structure runs, where the config class refused the object."""
+    from wqk.derive.shrink import _special_floats
+
+    folder = build_tiny("bamba", tmp_path / "bamba")
+    config = json.loads((folder / "config.json").read_text())
+    assert config["time_step_limit"][1] == {"__float__": "Infinity"}
+    assert derive("bamba", config).ok
+    assert _special_floats([{"__float__": "-Infinity"}, {"a": {"__float__": "NaN"}}, {"__float__": "x"}])[0] == float(
+        "-inf"
+    )
+    assert _special_floats({"__float__": "x"}) == {"__float__": "x"}
+
+
+def test_latent_attention_over_a_normalised_latent_is_not_bilinear():
+    """GLM-5 Next's queries are q_b_proj of q_a_layernorm(q_a_proj(x)) (latent attention with no
+    rotary part): a form of per-token normalised latents, refused as not bilinear, where its keys'
+    rows had been read as a layout of kv_b_proj's."""
+    glm = derive("glm5_next_text")
+    assert glm.category == "not bilinear" and "latent attention" in glm.reason, glm.reason
+
+
 def test_a_gate_saved_before_q_k_and_v_in_one_tensor_is_read_past():
     """HRM saves each layer's gate, q, k and v projections as one gqkv_proj tensor, [g | q | k | v]
     (transformers' conversion cuts it into four): the record reads it fused "gate_blocks", its q

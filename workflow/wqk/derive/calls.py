@@ -466,6 +466,8 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
         _refuse_channels(trace, product, calls)
         _refuse_pooled(trace, product, calls)
         raise error
+    for side, what in ((q_side, "queries"), (k_side, "keys")):
+        _refuse_latent(side, trace, calls, what, batch, (product.a if what == "queries" else product.k).shape[-2])
     out = _heads_view(product.out, batch)
     scores = _heads_view(softmax.scores, batch)
     tk = out.shape[-1]
@@ -491,6 +493,30 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
         call, product, softmax, q_side, k_side, a.shape[1], a.shape[-1], scale, extra, position,
         _mask_kind(open_[0, 0]) if not cross else "full", cross, per_head,
     )  # fmt: skip
+
+
+def _refuse_latent(side: Side, trace: Trace, calls, what: str, n: int, t: int) -> None:
+    """Raise "not bilinear" where the side's projection reads a norm's output whose input is a
+    projection's, both inside the attention (latent attention: GLM-5 Next's kv_b_proj over
+    kv_a_layernorm(kv_a_proj(x)), DeepSeek's): a form of per-token normalised latents, not of the
+    token vectors."""
+    inside = {c.index for c in calls}
+    earlier = [p for p in trace.projections if p.calls and p.calls[-1] in inside and p.seq < side.projection.seq]
+    x = as_rows(side.projection.x, n, t)
+    if x is None or not earlier:
+        return
+    for call in calls:
+        weight = getattr(call.module, "weight", None)
+        out = as_rows(call.output, n, t) if isinstance(call.output, torch.Tensor) else None
+        if not isinstance(weight, torch.Tensor) or weight.ndim != 1 or out is None or not torch.equal(out, x):
+            continue
+        inp = as_rows(call.args[0] if call.args else next(iter(call.kwargs.values()), None), n, t)
+        if inp is not None and all(m is not None for m in match_columns(inp, [as_rows(p.out, n, t) for p in earlier])):
+            raise Underivable(
+                "not bilinear",
+                f"the {what} are {side.projection.weight}'s outputs over {call.name}'s, a per-token norm of a "
+                "projection of the tokens (latent attention): a form of normalised latents, not of the token vectors",
+            )
 
 
 def _pooled_from(xq: torch.Tensor, xk: torch.Tensor, batch: int) -> bool:
