@@ -502,6 +502,7 @@ def _refuse_latent(side: Side, trace: Trace, calls, what: str, n: int, t: int) -
     token vectors."""
     inside = {c.index for c in calls}
     earlier = [p for p in trace.projections if p.calls and p.calls[-1] in inside and p.seq < side.projection.seq]
+    earlier = [rows for p in earlier if (rows := as_rows(p.out, n, t)) is not None]
     x = as_rows(side.projection.x, n, t)
     if x is None or not earlier:
         return
@@ -511,7 +512,7 @@ def _refuse_latent(side: Side, trace: Trace, calls, what: str, n: int, t: int) -
         if not isinstance(weight, torch.Tensor) or weight.ndim != 1 or out is None or not torch.equal(out, x):
             continue
         inp = as_rows(call.args[0] if call.args else next(iter(call.kwargs.values()), None), n, t)
-        if inp is not None and all(m is not None for m in match_columns(inp, [as_rows(p.out, n, t) for p in earlier])):
+        if inp is not None and all(m is not None for m in match_columns(inp, earlier)):
             raise Underivable(
                 "not bilinear",
                 f"the {what} are {side.projection.weight}'s outputs over {call.name}'s, a per-token norm of a "
