@@ -26,6 +26,7 @@ SELF_STACKS = ("encoder", "decoder")
 QK_NORM_TYPES = {"qwen3", "olmo2", "gemma3_text", "qwen3_moe"}  # every layer normalises q and k per head
 # a weightless QK-norm (no tensor) in the layers a per-layer list of the text config marks
 PER_LAYER_QK_NORM = {"llama4": "no_rope_layers"}
+UNIT_QK_NORM = {"swin2sr"}  # q and k normalised per head in every layer, with no gain (cosine attention)
 REFUSED = {"deepseek-ai/DeepSeek-V3": "deepseek_v3"}  # multi-head latent attention: wqk refuses it
 
 
@@ -84,8 +85,9 @@ def test_wqk_score_of_a_popular_hub_id(row, against_stand_in, tmp_path, capsys):
     elif "form" in scores:
         folded = _has_query_norm(against_stand_in.root / "models" / row["source"])
         assert folded or row["model_type"] not in QK_NORM_TYPES  # the stand-in has the model's QK-norm
+        folded = folded or row["model_type"] in UNIT_QK_NORM
         forms = set(scores["form"])
-        if row["model_type"] in QK_NORM_TYPES or not folded:
+        if row["model_type"] in QK_NORM_TYPES | UNIT_QK_NORM or not folded:
             assert forms == {"qk_norm_gain_folded" if folded else "bilinear"}, forms
         else:  # a composite whose text model alone has the QK-norm (Gemma 3): its decoder folded
             assert set(scores.loc[scores["stack"] == "decoder", "form"]) == {"qk_norm_gain_folded"}, forms
