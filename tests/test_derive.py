@@ -137,6 +137,7 @@ def test_the_scale_fit_takes_row_constants_and_position_terms_and_nothing_else()
         fit_scale(-per_head * out, -per_head * other, out, other, open_, per_head=True)
 
 
+@pytest.mark.slow  # derivations of several seconds each: the full suite's
 def test_cosine_attention_scaled_per_head_is_its_heads_normalised_forms():
     """Swin2SR's attention is Swin v2's: q and k normalised per head (a QK-norm without a gain),
     their product times exp(logit_scale), a positive scale of each head's own, plus a table of
@@ -654,6 +655,7 @@ def test_a_non_bilinear_softmax_input_stays_refused_after_the_position_terms():
     assert "with the position terms zeroed" in formula.reason
 
 
+@pytest.mark.slow  # derivations of several seconds each: the full suite's
 def test_a_decoder_whose_length_follows_predicted_durations_is_fit_in_each_forward_alone():
     """FastSpeech 2's decoder runs over as many frames as the durations its predictor reads from
     the tokens (eval mode ignores duration_labels): the forward of other tokens has another length,
@@ -1465,6 +1467,7 @@ def test_kv_producer_is_the_last_earlier_layer_of_the_same_kind():
     assert kv_producer(None, 3, 6) is None
 
 
+@pytest.mark.slow  # derivations of several seconds each: the full suite's
 def test_layers_that_reuse_an_earlier_layers_keys_read_that_layers_tensors(tmp_path):
     """Gemma 3n's and Gemma 4's last num_kv_shared_layers layers reuse the keys of the last earlier
     layer of their kind (Gemma 4's hold no k_proj at all): the derivation finds the count in the
