@@ -94,6 +94,9 @@ def linear_heads(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
 SHARDS = 4  # CodeGen's model-parallel shards of its fused q/v/k weight (mp_num, fixed in its code)
 
 
+SCALE_MAPS = {"identity": lambda t: t, "softplus": torch.nn.functional.softplus}  # Attention.scale_map
+
+
 def kv_producer(layer_types, shared, layer: int) -> int | None:
     """The layer whose keys `layer` reads where the last `shared` layers reuse the keys of the last
     earlier layer of their kind in layer_types (Gemma 3n's and Gemma 4's num_kv_shared_layers);

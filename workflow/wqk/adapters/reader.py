@@ -20,7 +20,16 @@ import torch
 from ..blocks import AttentionBlock
 from ..checkpoints import Checkpoint
 from ..errors import CorruptCheckpoint, HeadsDoNotFit, MissingTensor
-from .common import REQUIRED, config_get, fused_heads, fused_rows, kv_producer, linear_heads, per_layer_list
+from .common import (
+    REQUIRED,
+    SCALE_MAPS,
+    config_get,
+    fused_heads,
+    fused_rows,
+    kv_producer,
+    linear_heads,
+    per_layer_list,
+)
 from .record import Attention, Record, template_regex
 
 
@@ -68,9 +77,8 @@ def _key_fields(ckpt: Checkpoint, a: Attention, fields: dict) -> dict | None:
     """The template fields of the layer whose keys a layer reads (Attention.kv_shared), None for its own."""
     if a.kv_shared is None or not a.fields:
         return None
-    layer_types = config_get(
-        ckpt, a.kv_shared.rpartition(".")[0] + "." * ("." in a.kv_shared) + "layer_types", default=None
-    )
+    config, dot, _ = a.kv_shared.rpartition(".")  # layer_types beside the count, in its (sub-)config
+    layer_types = config_get(ckpt, config + dot + "layer_types", default=None)
     producer = kv_producer(layer_types, config_get(ckpt, a.kv_shared, default=0), fields[a.fields[0]])
     return None if producer is None else dict(fields, **{a.fields[0]: producer})
 
@@ -166,9 +174,6 @@ def read_qk(ckpt: Checkpoint, site: Site) -> AttentionBlock:
     if a.qk_norm_unit and _normed(ckpt, site):
         return _unit_qk_norm(site, block)
     return _fold_qk_norm(ckpt, site, block) if a.qk_norm else block
-
-
-SCALE_MAPS = {"identity": lambda t: t, "softplus": torch.nn.functional.softplus}
 
 
 def _q_scale(ckpt: Checkpoint, site: Site, n: int, k: int) -> torch.Tensor:

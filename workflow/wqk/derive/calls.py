@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..adapters.common import SCALE_MAPS
 from . import inputs
 from .columns import as_rows, match_columns
 from .trace import ModuleCall, Product, Projection, Softmax, Trace
@@ -230,9 +231,6 @@ def _side(
     return Side(projection, rows, factors[0], norm, added, unit_norm=unit, shared=shared, column_scale=column_scale)
 
 
-COLUMN_MAPS = {"identity": lambda p: p, "softplus": torch.nn.functional.softplus}
-
-
 def _column_scale(factors: list[float], h: int, c: int, trace: Trace, calls) -> tuple[str, str, float] | None:
     """(parameter, map, the factor left, one for all columns) where each column's factor is that
     map of a 1-d parameter of the attention's own modules, of head_dim values shared by the heads
@@ -243,7 +241,7 @@ def _column_scale(factors: list[float], h: int, c: int, trace: Trace, calls) -> 
     for name, p in trace.parameters.items():
         if p.ndim != 1 or p.numel() not in (c, h * c) or name.rpartition(".")[0] not in modules:
             continue
-        for kind, fn in COLUMN_MAPS.items():
+        for kind, fn in SCALE_MAPS.items():
             mapped = fn(p.detach().double()).reshape(-1, c).expand(h, c)
             ratio = f / mapped
             if bool(torch.isfinite(ratio).all()) and not _uneven(ratio.flatten().tolist()):
@@ -256,18 +254,26 @@ def _self_part(keys: torch.Tensor, trace: Trace, before: int, calls, q_side: Sid
     followed by another input's through the same projection (T5Gemma 2's merged attention: its
     decoder's self- and cross-attention under one softmax, the encoder's keys after its own):
     the self-attention part, which the record scores; None otherwise."""
-    t = keys.shape[-2]
-    counts = {p.out.shape[-2] for p in trace.projections if p.seq < before and p.out.ndim >= 3}
-    for first in sorted(c for c in counts if 0 < c < t and t - c in counts):
-        try:
-            side = _side(keys[..., :first, :], trace, before, "keys", calls, whole=False)
-            rest = _side(keys[..., first:, :], trace, before, "keys", calls, whole=False)
-        except Underivable:
-            continue
+    for first, side, rest in _two_runs(keys, trace, before, "keys", calls):
         xq, xk = q_side.projection.x, side.projection.x
         if rest.projection.weight == side.projection.weight and xq.shape == xk.shape and torch.equal(xq, xk):
             return side, first
     return None
+
+
+def _two_runs(operand: torch.Tensor, trace: Trace, before: int, what: str, calls):
+    """(tokens of the first run, its side, the rest's side) for each split of the operand's tokens
+    into two runs, each a projection's outputs over an input of its own, as many tokens as some
+    projection's output."""
+    t = operand.shape[-2]
+    counts = {p.out.shape[-2] for p in trace.projections if p.seq < before and p.out.ndim >= 3}
+    for first in sorted(c for c in counts if 0 < c < t and t - c in counts):
+        try:
+            a = _side(operand[..., :first, :], trace, before, what, calls, whole=False)
+            b = _side(operand[..., first:, :], trace, before, what, calls, whole=False)
+        except Underivable:
+            continue
+        yield first, a, b
 
 
 def _leading(product: Product, keys: int) -> Product:
@@ -305,18 +311,12 @@ def _another_attentions(target, trace: Trace, before: int, n: int, t: int, proje
 def _refuse_joined(operand: torch.Tensor, trace: Trace, before: int, what: str, calls) -> None:
     """Raise "layout" where the operand's tokens are two runs, each a projection's outputs over
     an input of its own (T5Gemma 2's decoder: its own keys and the encoder's under one softmax)."""
-    t = operand.shape[-2]
-    counts = {p.out.shape[-2] for p in trace.projections if p.seq < before and p.out.ndim >= 3}
-    for first in sorted(c for c in counts if 0 < c < t and t - c in counts):
-        try:
-            a = _side(operand[..., :first, :], trace, before, what, calls, whole=False)
-            b = _side(operand[..., first:, :], trace, before, what, calls, whole=False)
-        except Underivable:
-            continue
+    for first, a, b in _two_runs(operand, trace, before, what, calls):
         raise Underivable(
             "layout",
             f"the {what} join {a.projection.weight}'s and {b.projection.weight}'s outputs over two inputs "
-            f"({first} and {t - first} tokens, self- and cross-attention under one softmax): no record layout names it",
+            f"({first} and {operand.shape[-2] - first} tokens, self- and cross-attention under one softmax): "
+            "no record layout names it",
         )
 
 
@@ -466,8 +466,8 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
         _refuse_channels(trace, product, calls)
         _refuse_pooled(trace, product, calls)
         raise error
-    for side, what in ((q_side, "queries"), (k_side, "keys")):
-        _refuse_latent(side, trace, calls, what, batch, (product.a if what == "queries" else product.k).shape[-2])
+    for side, operand, what in ((q_side, product.a, "queries"), (k_side, product.k, "keys")):
+        _refuse_latent(side, trace, calls, what, batch, operand.shape[-2])
     out = _heads_view(product.out, batch)
     scores = _heads_view(softmax.scores, batch)
     tk = out.shape[-1]

@@ -59,8 +59,7 @@ def _pixels(config, g) -> torch.Tensor:
         vision = sub if sub is not None and _int(sub.image_size) > 32 else vision
     strides = getattr(config, "feat_strides", None) or getattr(config, "feature_strides", None)
     coarsest = max(strides) if isinstance(strides, (list, tuple)) and strides else 0
-    timm_size = (getattr(vision, "model_args", None) or {}).get("img_size")  # a timm model's (shrink._tiny_timm)
-    size = getattr(vision, "image_size", None) or timm_size or max(32, LEVEL_SIDE * coarsest)
+    size = getattr(vision, "image_size", None) or _timm_image(vision) or max(32, LEVEL_SIDE * coarsest)
     square = not (isinstance(size, (list, tuple)) and len(size) == 2)
     height, width = (_int(size),) * 2 if square else size
     channels = getattr(vision, "num_channels", 3)
@@ -188,12 +187,16 @@ def _placed_patches(config, g) -> torch.Tensor:
     return torch.cat([place, torch.randn(B, FLAT_SIDE * FLAT_SIDE, pixels, generator=g, dtype=torch.float64)], -1)
 
 
+def _timm_image(vision) -> int | None:
+    """The image size a timm model is built for (model_args' img_size: shrink._tiny_timm's), if any."""
+    return (getattr(vision, "model_args", None) or {}).get("img_size")
+
+
 def _video(config, g) -> torch.Tensor:
     """A clip [B, frames, channels, size, size]: as many frames as the config names (at least
     two tubelets), else 2."""
     vision = _sub(config, "vision_config")
-    timm_size = (getattr(vision, "model_args", None) or {}).get("img_size")  # a timm model's (shrink._tiny_timm)
-    size = _int(getattr(vision, "crop_size", None) or getattr(vision, "image_size", None) or timm_size or 32)
+    size = _int(getattr(vision, "crop_size", None) or getattr(vision, "image_size", None) or _timm_image(vision) or 32)
     channels = getattr(vision, "in_chans", None) or getattr(vision, "num_channels", None) or 3
     frames = getattr(vision, "frames_per_clip", None) or getattr(vision, "num_frames", None) or 2
     frames = max(frames, 2 * (_int(getattr(vision, "tubelet_size", None)) or 1))  # VideoPrism: [t, h, w]

@@ -853,10 +853,10 @@ def shrink(config, kv_equal: bool = False):
     for equal in (kv_equal, True):
         d = _shrink_dict(own, _Counts(), equal)
         _fit_grids(d, own)
-        _apply_hints(d, HINTS.get(config.model_type, {}))
-        for k, v in d.items():  # a timm model a hint named (Perception LM's)
-            if _is_sub(v) and v.get("model_type") == "timm_wrapper" and "depth" not in (v.get("model_args") or {}):
-                d[k] = _tiny_timm(v)
+        hints = HINTS.get(config.model_type, {})
+        _apply_hints(d, hints)
+        for k in {h.split(".")[0] for h in hints if h.endswith(".architecture")}:  # a timm model a hint named
+            d[k] = _tiny_timm(d[k])  # (Perception LM's)
         d.pop("transformers_version", None)
         try:
             return _repaired(type(config), d, own)
