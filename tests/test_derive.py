@@ -1622,14 +1622,211 @@ def _merged_calls(own_cross: bool):
 
 def test_self_and_cross_attention_under_one_softmax_scores_the_self_part():
     """T5Gemma 2's decoder: its queries' own keys, then the encoder's through the same k_proj, under
-    one softmax: the self-attention part is the call's product (one form for both parts), its
-    decoder autoregressive; keys of a cross projection of their own stay refused (layout, named)."""
-    (call,) = _merged_calls(own_cross=False)
-    assert call.product.out.shape[-1] == 5 and call.product.k.shape[-2] == 5 and not call.cross
-    assert call.k.projection.weight == "0.k_proj.weight" and call.extra_logits == 3
-    with pytest.raises(Underivable, match="one softmax"):
-        _merged_calls(own_cross=True)
+    one softmax: the self-attention part is the call's product, its decoder autoregressive. The
+    other keys, through the same k_proj or a cross projection of their own, are extra logits: the
+    self part's form is the same either way."""
+    for own_cross in (False, True):
+        (call,) = _merged_calls(own_cross)
+        assert call.product.out.shape[-1] == 5 and call.product.k.shape[-2] == 5 and not call.cross
+        assert call.k.projection.weight == "0.k_proj.weight" and call.extra_logits == 3 and call.key_offset == 0
     t5gemma2 = derive("t5gemma2_decoder")
     assert t5gemma2.ok, t5gemma2.reason
     assert [(a.stack, a.weight) for a in t5gemma2.record.attention] == [("decoder", "layers.{i}.self_attn.{p}.weight")]
     assert t5gemma2.record.objectives == {"decoder": "autoregressive"}
+
+
+def test_a_norm_whose_input_is_already_centred_leaves_centring_to_the_other_layers():
+    """A LayerNorm fed another norm's output (IDEFICS's vision layer 0, after pre_layrnorm) fits as
+    an RMSNorm as well as a LayerNorm: norm_kind says None (undecided), not whichever fit rounding
+    favours, and the merge of layers takes the others' answer."""
+    from wqk.derive.infer import norm_kind
+    from wqk.derive.trace import ModuleCall
+
+    torch.manual_seed(0)
+    norm = torch.nn.LayerNorm(16).double().requires_grad_(False)
+    norm.weight.uniform_(0.5, 1.5)
+    norm.bias.normal_()
+    x = torch.randn(3, 5, 16, dtype=torch.float64) + 0.7
+    for inputs, centred in ((x, True), (x - x.mean(-1, keepdim=True), None)):
+        call = ModuleCall(0, "norm", norm, (inputs,), {}, None, output=norm(inputs).detach())
+        assert norm_kind(call) == (0.0, centred)
+    rms = torch.nn.RMSNorm(16, eps=1e-6).double().requires_grad_(False)
+    call = ModuleCall(0, "norm", rms, (x,), {}, None, output=rms(x).detach())
+    assert norm_kind(call) == (0.0, False)
+
+
+def test_frozen_constant_parameters_are_drawn_and_frozen_tables_kept():
+    """IDEFICS freezes its towers: their norm gains, all ones as built, would be equal bytes, and the
+    saved names matched by content would name another layer's norm. A frozen table the class
+    computes (a sinusoid) is kept as built."""
+    from wqk.derive.build import randomised
+
+    model = torch.nn.Sequential(torch.nn.LayerNorm(8), torch.nn.LayerNorm(8), torch.nn.Embedding(4, 8)).double()
+    table = torch.sin(torch.arange(32, dtype=torch.float64)).reshape(4, 8)
+    with torch.no_grad():
+        model[2].weight.copy_(table)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    randomised(model)
+    gains = [model[i].weight for i in (0, 1)]
+    assert all(len(set(g.tolist())) == 8 for g in gains) and not torch.equal(*gains)
+    assert not torch.equal(model[0].bias, torch.zeros(8))
+    assert torch.equal(model[2].weight, table)
+
+
+def test_attention_code_is_found_by_softmax_calls_and_modules_not_by_docstrings():
+    """BROS and Perceiver build nn.Softmax(dim=-1); a docstring's "scores before SoftMax" (Mamba 2's
+    language-model head) is no attention."""
+    from wqk.derive.build import ATTENDS, has_attention_source
+
+    assert ATTENDS.search("probs = nn.Softmax(dim=-1)(scores)")
+    assert ATTENDS.search("probs = F.softmax(scores, dim=-1)") and ATTENDS.search("scores.softmax(-1)")
+    assert not ATTENDS.search("Prediction scores (before SoftMax).") and not ATTENDS.search("log_softmax(x)")
+    assert has_attention_source("bros") and has_attention_source("perceiver")
+    assert not has_attention_source("mamba2")
+
+
+class _OuterSoftmax(torch.nn.Module):
+    """A softmax module with a child module (I-BERT's IntSoftmax holds a QuantAct)."""
+
+    def __init__(self):
+        super().__init__()
+        self.act = torch.nn.Identity()
+
+    def forward(self, x):
+        return self.act(torch.nn.functional.softmax(x, dim=-1))
+
+
+class _Prefixed(torch.nn.Module):
+    """Keys of another input before the queries' own: through a projection of their own, and only the
+    last 2 of them (DiffusionGemma's sliding layers: the encoder's cached keys, the window's last), or
+    through the same projection over both inputs concatenated (IDEFICS 2's perceiver)."""
+
+    def __init__(self, kind: str):
+        super().__init__()
+        self.kind = kind
+        self.q_proj, self.k_proj = torch.nn.Linear(8, 8, bias=False), torch.nn.Linear(8, 8, bias=False)
+        self.other_k_proj = torch.nn.Linear(8, 8, bias=False)
+        self.softmax = _OuterSoftmax()
+
+    def forward(self, x, memory):
+        q = self.q_proj(x).view(2, -1, 2, 4).transpose(1, 2)
+        if self.kind == "window":
+            keys = torch.cat([self.other_k_proj(memory)[:, -2:], self.k_proj(x)], 1)
+        elif self.kind == "concatenated":
+            keys = self.k_proj(torch.cat([memory, x], 1))
+        else:
+            keys = self.k_proj(x)
+        k = keys.view(2, -1, 2, 4).transpose(1, 2)
+        return self.softmax(q @ k.transpose(-1, -2))
+
+
+def _prefixed_calls(kind: str):
+    from wqk.derive.calls import attention_calls
+    from wqk.derive.trace import tracing
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(_Prefixed(kind)).double()
+    g = torch.Generator().manual_seed(1)
+    traces = []
+    for _ in range(2):
+        x, memory = (torch.randn(2, t, 8, generator=g, dtype=torch.float64) for t in (5, 3))
+        with tracing(model) as trace:
+            model[0](x, memory)
+        traces.append(trace)
+    return attention_calls(*traces)
+
+
+def test_a_softmax_in_a_module_of_its_own_reads_the_product_of_the_module_around_it():
+    (call,) = _prefixed_calls("self")
+    assert call.product.out.shape[-1] == 5 and not call.cross and call.extra_logits == 0
+    assert call.q.projection.weight == "0.q_proj.weight" and call.k.projection.weight == "0.k_proj.weight"
+
+
+def test_another_inputs_keys_before_the_queries_own_are_extra_logits_before_the_self_part():
+    """The self part found after the other keys, which are a part of another projection's outputs:
+    2 extra logits before the queries' own 5 keys (key_offset). One projection over both inputs
+    concatenated stays cross-attention (a perceiver resampler's, as its composite scores it)."""
+    (window,) = _prefixed_calls("window")
+    assert window.product.out.shape[-1] == 5 and window.product.k.shape[-2] == 5 and not window.cross
+    assert window.k.projection.weight == "0.k_proj.weight" and window.key_offset == 2
+    assert window.extra_logits == 2 and window.mask == "full"
+    (concatenated,) = _prefixed_calls("concatenated")
+    assert concatenated.cross and concatenated.key_offset == 0 and concatenated.product.out.shape[-1] == 8
+
+
+@pytest.mark.slow  # derivations of several seconds each: the full suite's
+def test_diffusion_gemmas_decoder_scores_its_self_part_after_the_encoders_cached_keys():
+    """DiffusionGemma's decoder: the encoder's cached keys (a sliding layer's: the window's last)
+    before the canvas's own, under one softmax. Its layers run twice: causal over the prompt (a
+    decoder stack, autoregressive) and bidirectional over the canvas (an encoder stack, its self
+    part after the prompt's keys)."""
+    d = derive("diffusion_gemma")
+    assert d.ok, d.reason
+    stacks = [(a.stack, a.weight) for a in d.record.attention]
+    assert ("encoder", "decoder.layers.{i}.self_attn.{p}.weight") in stacks
+    assert ("decoder", "decoder.layers.{i}.self_attn.{p}.weight") in stacks
+    assert d.record.objectives == {"decoder": "autoregressive", "encoder": "bidirectional"}
+
+
+@pytest.mark.slow  # derivations of several seconds each: the full suite's
+def test_idefics_names_each_layers_own_norm():
+    """IDEFICS's frozen towers: before their constant gains were drawn, the vision layers' norms were
+    named after the text model's first (equal bytes) and both stacks lost their pre-norm gain."""
+    d = derive("idefics")
+    assert d.ok, d.reason
+    norms = {a.stack: (a.norm, a.norm_centred) for a in d.record.attention}
+    assert norms["encoder"] == ("vision_model.encoder.layers.{i}.layer_norm1.weight", True)
+    assert norms["decoder"] == ("layers.{i}.input_layernorm.weight", False)
+
+
+@pytest.mark.slow  # derivations of several seconds each: the full suite's
+def test_types_refused_for_their_inputs_or_sizes_derive():
+    """I-BERT (its softmax in a module of its own), BROS (boxes in, its box-position term zeroed),
+    Perceiver (its latents' sizes shrunk, its inputs as states) and Voxtral Realtime's text model
+    (the time conditioning its composite makes)."""
+    for model_type in ("ibert", "bros", "perceiver", "voxtral_realtime_text"):
+        d = derive(model_type)
+        assert d.ok, (model_type, d.reason)
+    assert "bbox_embeddings.bbox_projection.weight" in derive("bros").facts.get("position tables zeroed", [])
+
+
+def test_inputs_of_several_layers_states_a_pooling_index_and_a_time_conditioning():
+    """Molmo 2's adapter: image features of its two ViT layers concatenated, and the indices of the
+    patches each token pools; a DFlash draft model (Muse Glimmer's assistant): its target's states
+    at two layers as its context, and a mask over the context and its own tokens; Voxtral Realtime's
+    text model: the time conditioning its composite embeds, passed to its layers."""
+    from wqk.derive.build import build
+    from wqk.derive.inputs import POOL, forward_inputs
+    from wqk.derive.shrink import tiny_config
+
+    config = tiny_config("molmo2_adapter")
+    adapter = forward_inputs(build(config))
+    assert adapter["image_features"].shape[-1] == config.hidden_size * len(config.vision_feature_layer) == 192
+    index = adapter["pooled_patches_idx"]
+    assert index.shape[1] == POOL and int(index.max()) < adapter["image_features"].shape[:2].numel()
+    config = tiny_config("muse_glimmer_assistant")
+    draft = forward_inputs(build(config))
+    assert draft["context_hidden_states"].shape[-1] == config.hidden_size * len(config.target_layer_ids)
+    tokens = draft["context_hidden_states"].shape[1] + draft["noise_embeds"].shape[1]
+    assert draft["attention_mask"].shape == (draft["noise_embeds"].shape[0], tokens)
+    config = tiny_config("voxtral_realtime_text")
+    assert forward_inputs(build(config))["t_cond"].shape == (1, config.hidden_size)
+    assert "t_cond" not in forward_inputs(build(tiny_config("llama")))
+
+
+@pytest.mark.slow  # derivations of several seconds each: the full suite's
+def test_attention_that_pools_or_drafts_or_reads_banded_chunks_is_derived_or_refused_by_name():
+    """Molmo 2: its adapter's attention over the patches each token pools (queries their mean) lets the
+    whole model derive; Muse Glimmer's assistant attends from its own tokens to its context's and
+    its own under one projection: cross-attention, as IDEFICS 2's perceiver (layout); Longformer's
+    softmax reads its q.k product laid out in bands of its sliding window: dot-product attention the
+    derivation cannot pair with keys (layout), not `no attention`."""
+    molmo = derive("molmo2")
+    assert molmo.ok, molmo.reason
+    assert "vision_backbone.image_pooling_2d.{p}.weight" in [a.weight for a in molmo.record.attention]
+    draft = derive("muse_glimmer_assistant")
+    assert draft.category == "layout" and "only attention is cross-attention" in draft.reason, draft.reason
+    longformer = derive("longformer")
+    assert longformer.category == "layout", (longformer.category, longformer.reason)
+    assert "attention.self.query.weight" in longformer.reason and "bands" in longformer.reason

@@ -82,9 +82,14 @@ _NORM_FIELDS = {"gain_offset", "norm_centred"}  # of the sites that have a pre-n
 def _merge(group: list[SiteFacts]) -> tuple[Attention, list[tuple[int, ...]]]:
     normed = [f.attention for f in group if f.norm is not None]
     first = normed[0] if normed else group[0].attention
+    centred = {a.norm_centred for a in normed} - {None}  # None: that layer's input could not tell
+    if len(centred) > 1:
+        raise Underivable("layout", f"layers of {group[0].q_weight} differ in norm_centred: {sorted(centred)}")
     for facts in group:
         for f in dataclasses.fields(Attention):
             if f.name in _NORM_FIELDS and facts.norm is None and facts.qk_norm is None:
+                continue
+            if f.name == "norm_centred":  # checked above
                 continue
             if f.name == "qk_norm_unit":  # may differ by layer where a per-layer list says so (below)
                 continue
@@ -95,7 +100,8 @@ def _merge(group: list[SiteFacts]) -> tuple[Attention, list[tuple[int, ...]]]:
                     f"{getattr(facts.attention, f.name)!r}",
                 )
     weight, qk, layers = _weights(group)
-    changes = dict(weight=weight, qk=qk, single=not any(layers), **_norms(group, layers))
+    changes = dict(weight=weight, qk=qk, single=not any(layers), norm_centred=centred.pop() if centred else None)
+    changes.update(_norms(group, layers))
     if group[0].heads_list is not None or group[0].kv_list is not None:
         changes["heads_by"] = _heads_by(group, weight, layers)
     if len({f.attention.qk_norm_unit for f in group}) > 1:

@@ -16,6 +16,12 @@ import re
 
 import torch
 
+# code that computes attention: a call of softmax or an nn.Softmax built (BROS, Perceiver), not a
+# docstring's "scores before SoftMax"; an attention function; torch's multi-head attention
+ATTENDS = re.compile(
+    r"\b(?:softmax|Softmax)\(|scaled_dot_product_attention|attention_interface|eager_attention_forward"
+    r"|MultiheadAttention"
+)
 CROSS = re.compile(r"crossattention|encoder_attn|cross_attn|encoder_decoder_attention")  # Pix2Struct's last
 MAX_BYTES = 2**29  # a tiny model past 512 MiB (float32, before float64) is refused, not run
 SEED = 0
@@ -163,7 +169,7 @@ def _keep_complex(model, buffers: dict, dtype: torch.dtype) -> None:
 def randomised(model: torch.nn.Module) -> torch.nn.Module:
     """model's parameters drawn afresh from a fixed seed, in place: 1-d ones around 1 (gains) or
     0 (biases), matrices and convolutions with unit-variance outputs; learned scalars and frozen
-    parameters kept."""
+    parameters kept, unless constant."""
     generator = torch.Generator().manual_seed(SEED + 1)
     # a convolution's outputs each sum its input channels times its kernel ([out, in, *kernel]): the
     # kernel alone would let each of a deep backbone's convolutions widen its activations (RT-DETR's
@@ -174,8 +180,9 @@ def randomised(model: torch.nn.Module) -> torch.nn.Module:
             noise = torch.randn(p.shape, generator=generator, dtype=p.dtype)
             if p.ndim == 0:  # a learned scalar (CLIP's logit scale): kept
                 continue
-            if not p.requires_grad:  # a frozen table the class computes (RoFormer's sinusoids): as built
-                continue
+            if not p.requires_grad and not bool((p == p.flatten()[0]).all()):
+                continue  # a frozen table the class computes (RoFormer's sinusoids): as built; frozen
+                # constants (IDEFICS's frozen towers' gains of one) are drawn, or their names collide
             if p.ndim == 1:
                 p.copy_((0.0 if name.endswith("bias") else 1.0) + 0.2 * noise)
             else:
@@ -217,13 +224,12 @@ def has_attention_source(model_type: str) -> bool:
                     stack.append(v)
     except Exception:  # a config class that needs arguments: its own code only
         pass
-    pattern = re.compile(r"softmax|scaled_dot_product_attention|eager_attention_forward|MultiheadAttention")
     root = os.path.join(os.path.dirname(transformers.__file__), "models")
     for t in sorted(types):
         folder = os.path.join(root, model_type_to_module_name(t))
         for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
             if name.startswith("modeling_") and name.endswith(".py"):
                 with open(os.path.join(folder, name), encoding="utf-8") as f:
-                    if pattern.search(f.read()):
+                    if ATTENDS.search(f.read()):
                         return True
     return False

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 
@@ -65,6 +66,7 @@ class AttentionCall:
     mask: str  # "causal", "prefix" (causal after a prefix every token sees), "full", "band" or "mixed"
     cross: bool  # keys read another input than queries
     per_head_scale: bool = False  # a positive scale of each head's own (Swin v2's logit_scale), left out of the form
+    key_offset: int = 0  # the softmax's columns before the keys' (another input's keys first: DiffusionGemma's)
 
 
 def _heads_view(t: torch.Tensor, batch: int) -> torch.Tensor:
@@ -249,15 +251,22 @@ def _column_scale(factors: list[float], h: int, c: int, trace: Trace, calls) -> 
     return None
 
 
-def _self_part(keys: torch.Tensor, trace: Trace, before: int, calls, q_side: Side) -> tuple[Side, int] | None:
-    """(the keys' side, its token count) where the keys are the queries' own tokens' projected,
-    followed by another input's through the same projection (T5Gemma 2's merged attention: its
-    decoder's self- and cross-attention under one softmax, the encoder's keys after its own):
-    the self-attention part, which the record scores; None otherwise."""
-    for first, side, rest in _two_runs(keys, trace, before, "keys", calls):
-        xq, xk = q_side.projection.x, side.projection.x
-        if rest.projection.weight == side.projection.weight and xq.shape == xk.shape and torch.equal(xq, xk):
-            return side, first
+def _self_part(keys: torch.Tensor, trace: Trace, before: int, calls, q_side: Side) -> tuple[Side, int, int] | None:
+    """(the keys' side, its first key, its token count) where the keys are the queries' own tokens'
+    projected, next to another input's (T5Gemma 2's merged attention: its decoder's self- and
+    cross-attention under one softmax, the encoder's keys after its own; DiffusionGemma's decoder:
+    the encoder's cached keys before its own): the self-attention part, which the record scores;
+    None otherwise."""
+    xq, t = q_side.projection.x, keys.shape[-2]
+    counts = {p.out.shape[-2] for p in trace.projections if p.seq < before and p.out.ndim >= 3}
+    # the other input's keys need not be a whole projection's (a sliding layer's cache: the last few)
+    for start, count in sorted({(s, c) for c in counts if 0 < c < t for s in (0, t - c)}):
+        try:
+            side = _side(keys[..., start : start + count, :], trace, before, "keys", calls, whole=False)
+        except Underivable:
+            continue
+        if xq.shape == side.projection.x.shape and torch.equal(xq, side.projection.x):
+            return side, start, count
     return None
 
 
@@ -276,9 +285,10 @@ def _two_runs(operand: torch.Tensor, trace: Trace, before: int, what: str, calls
         yield first, a, b
 
 
-def _leading(product: Product, keys: int) -> Product:
-    """The product over its first keys only."""
-    return dataclasses.replace(product, k=product.k[..., :keys, :], out=product.out[..., :keys])
+def _keys_of(product: Product, start: int, keys: int) -> Product:
+    """The product over its keys from start, keys of them."""
+    cut = slice(start, start + keys)
+    return dataclasses.replace(product, k=product.k[..., cut, :], out=product.out[..., cut])
 
 
 def _uneven(factors: list[float]) -> bool:
@@ -403,10 +413,12 @@ def _product_of(trace: Trace, softmax: Softmax) -> Product | None:
         return softmax.product
     tq, tk = softmax.scores.shape[-2:]
     scope = _scope(trace, softmax.calls)
-    for product in reversed(trace.products):
-        if product.seq < softmax.seq and _scope(trace, product.calls) == scope and product.out.shape[-2] == tq:
-            if product.out.shape[-1] <= tk:
-                return product
+    # the product ran in the softmax's module, or in one around it (I-BERT's IntSoftmax module)
+    for outer in (scope[:n] for n in range(len(scope), 0, -1)):
+        for product in reversed(trace.products):
+            if product.seq < softmax.seq and _scope(trace, product.calls) == outer and product.out.shape[-2] == tq:
+                if product.out.shape[-1] <= tk:
+                    return product
     return None
 
 
@@ -448,7 +460,7 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
     other_product = _product_of(again, other)
     if other_product is None or other_product.out.shape[:-2] != product.out.shape[:-2]:
         raise Underivable("layout", f"{call.name}: the forward of other tokens ran another attention product")
-    error = None
+    error, offset = None, None
     for batch in _batches(trace, product, calls):
         try:
             a, k = _heads_view(product.a, batch), _heads_view(product.k, batch)
@@ -458,7 +470,8 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
             except Underivable as e:
                 if (part := _self_part(k, trace, product.seq, calls, q_side)) is None:
                     raise e from None
-                k_side, product, other_product = part[0], *(_leading(p, part[1]) for p in (product, other_product))
+                k_side, offset = part[0], part[1]
+                product, other_product = (_keys_of(p, offset, part[2]) for p in (product, other_product))
             break
         except Underivable as e:
             error = error or e
@@ -468,31 +481,33 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
         raise error
     for side, operand, what in ((q_side, product.a, "queries"), (k_side, product.k, "keys")):
         _refuse_latent(side, trace, calls, what, batch, operand.shape[-2])
-    out = _heads_view(product.out, batch)
-    scores = _heads_view(softmax.scores, batch)
-    tk = out.shape[-1]
-    extra = scores.shape[-1] - tk
-    scores = scores[..., :tk]
-    other_out = _heads_view(other_product.out, batch)
-    others = _heads_view(other.scores, batch)[..., : other_out.shape[-1]]
-    open_ = open_positions(scores, others if others.shape == scores.shape else scores)
-    if open_.sum() < 2 * open_.shape[-2] * open_.shape[0] * open_.shape[1]:  # under two open keys a query
-        raise Underivable("layout", f"only {int(open_.sum())} of {open_.numel()} attention logits are unmasked")
-    per_head = False
-    try:
-        scale, position = fit_runs(scores, others, out, other_out)
-    except Underivable as e:
-        if "scaled per head" not in e.reason:
-            raise
-        scale, position = fit_runs(scores, others, out, other_out, per_head=True)
-        per_head = True
+    out, other_out = _heads_view(product.out, batch), _heads_view(other_product.out, batch)
+    extra = softmax.scores.shape[-1] - product.out.shape[-1]
+    offset = offset or 0  # the product's columns first among the softmax's (sinks after them), or after another input's
+    open_, scale, position, per_head = _fit_at(softmax, other, out, other_out, batch, offset)
     xq, xk = q_side.projection.x, k_side.projection.x
     cross = not (xq.shape == xk.shape and torch.equal(xq, xk)) and not _pooled_from(xq, xk, batch)
     cross = cross and not k_side.shared  # an earlier layer's keys of the same tokens: self-attention
     return AttentionCall(
         call, product, softmax, q_side, k_side, a.shape[1], a.shape[-1], scale, extra, position,
-        _mask_kind(open_[0, 0]) if not cross else "full", cross, per_head,
+        _mask_kind(open_[0, 0]) if not cross else "full", cross, per_head, offset,
     )  # fmt: skip
+
+
+def _fit_at(softmax: Softmax, other: Softmax, out: torch.Tensor, other_out: torch.Tensor, batch: int, offset: int):
+    """(open positions, scale, position terms, per-head scale) of the product's columns read from the
+    softmax's from offset on; raises where they are masked or no linear map of the product."""
+    scores = _heads_view(softmax.scores, batch)[..., offset : offset + out.shape[-1]]
+    others = _heads_view(other.scores, batch)[..., offset : offset + other_out.shape[-1]]
+    open_ = open_positions(scores, others if others.shape == scores.shape else scores)
+    if open_.sum() < 2 * open_.shape[-2] * open_.shape[0] * open_.shape[1]:  # under two open keys a query
+        raise Underivable("layout", f"only {int(open_.sum())} of {open_.numel()} attention logits are unmasked")
+    try:
+        return open_, *fit_runs(scores, others, out, other_out), False
+    except Underivable as e:
+        if "scaled per head" not in e.reason:
+            raise
+        return open_, *fit_runs(scores, others, out, other_out, per_head=True), True
 
 
 def _refuse_latent(side: Side, trace: Trace, calls, what: str, n: int, t: int) -> None:
@@ -589,6 +604,38 @@ def attention_calls(trace: Trace, again: Trace) -> list[AttentionCall]:
         if call is not None:
             found.append(call)
     if not found:
+        if trace.softmaxes and (qk := _projected_product(trace)) is not None:
+            raise Underivable(
+                "layout",
+                f"{qk.call.name}: its softmax reads the q.k product of {qk.q.projection.weight} and "
+                f"{qk.k.projection.weight} rearranged (Longformer's sliding-window chunks laid out as "
+                "bands), no columns of it: the derivation cannot pair its logits with their keys",
+            )
         why = "products without a softmax (linear attention?)" if trace.products else "no product of two activations"
         raise Underivable("no attention", f"the forward ran no softmax over a q.k product ({why})")
     return found
+
+
+def _projected_product(trace: Trace) -> SimpleNamespace | None:
+    """The first product of two activations whose operands are projections' outputs (q and k),
+    with its module call and the two sides; None where there is none. Only the first product of
+    each module that ran a softmax is tried (a decoder's loop runs one module hundreds of times:
+    SLANet's)."""
+    softmaxing = {trace.calls[_scope(trace, s.calls)[-1]].name for s in trace.softmaxes if s.calls}
+    tried = set()
+    for product in trace.products:
+        if product.a.ndim < 3 or not product.calls:
+            continue
+        call = trace.calls[_scope(trace, product.calls)[-1]]
+        if call.name not in softmaxing or call.name in tried:
+            continue
+        tried.add(call.name)
+        calls = _subtree(trace, call)
+        try:
+            a, k = _heads_view(product.a, inputs.B), _heads_view(product.k, inputs.B)
+            q_side = _side(a, trace, product.seq, "queries", calls, whole=False)
+            k_side = _side(k, trace, product.seq, "keys", calls, whole=False)
+        except Underivable:
+            continue
+        return SimpleNamespace(call=call, q=q_side, k=k_side)
+    return None

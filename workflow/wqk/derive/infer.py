@@ -153,9 +153,10 @@ def _norm_source(trace: Trace, x: torch.Tensor, before: int) -> ModuleCall | Non
 _EPS = ("eps", "variance_epsilon", "epsilon", "layer_norm_eps", "norm_eps")
 
 
-def norm_kind(call: ModuleCall) -> tuple[float, bool]:
+def norm_kind(call: ModuleCall) -> tuple[float, bool | None]:
     """(gain offset, centred) of a norm call: its output = normalise(input) * (gain + offset) + bias,
-    normalise an RMSNorm's or (centred) a LayerNorm's; raises when neither fits."""
+    normalise an RMSNorm's or (centred) a LayerNorm's, centred None where both fit (an input of
+    mean zero: another norm's output); raises when neither fits."""
     x = (call.args[0] if call.args else next(iter(call.kwargs.values()))).double()
     y = call.output.double()
     names = dict(call.module.named_parameters(recurse=False))
@@ -174,6 +175,8 @@ def norm_kind(call: ModuleCall) -> tuple[float, bool]:
         fits.append((float((y - n * g).norm() / y.norm()), centred, g))
     err, centred, g = min(fits, key=lambda f: f[0])
     if err <= 1e-4:
+        if max(f[0] for f in fits) <= 1e-4:  # an input already centred (a norm's output) tells neither
+            centred = None
         for offset in (0.0, 1.0):
             if (g - (w + offset)).abs().max() <= 1e-4 * g.abs().max():
                 return offset, centred
@@ -229,6 +232,7 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
     if q.norm is not None:
         qk_norm = (q.norm.name + ".weight", k.norm.name + ".weight")
         offset, qk_centred = norm_kind(q.norm)
+        qk_centred = bool(qk_centred)
         if qk_centred and heads > 1 and _width(q.norm) == heads * c:
             qk_centred = "projection"  # one LayerNorm over all heads' columns (ESMC)
         if norm is not None and offset != gain_offset:

@@ -788,6 +788,8 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
     if sizes is not None and sizes.default is inspect.Parameter.empty and "pixel_values" in kwargs:
         # required (Emu3's VQ-VAE crops its tokens to them): each image's (height, width)
         kwargs["image_sizes"] = torch.tensor([list(kwargs["pixel_values"].shape[-2:])] * B)
+    if "input_ids" in kwargs and _reads_unmade(model, "t_cond"):  # Voxtral Realtime's text model: the time
+        kwargs["t_cond"] = torch.randn(1, _width(config), generator=g, dtype=torch.float64)  # its composite embeds
     if "lang_ids" in params and "input_ids" in kwargs:  # X-MOD: each sequence's language adapter, the first
         kwargs["lang_ids"] = torch.zeros(B, dtype=torch.long)
     if "image_embeds_position_mask" in params and "pixel_values" in kwargs and "input_ids" in kwargs:
@@ -885,6 +887,29 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
         kwargs["encoder_hidden_states"] = _encoder_states(config, g, tokens)
 
 
+POOL = 4  # patches pooled into one token
+
+
+def _layers_concatenated(config, name: str) -> int:
+    """How many layers' states a states input concatenates: a draft model's context, its target's
+    at target_layer_ids (DFlash's); an adapter's image features, the ViT's at vision_feature_layer
+    (Molmo 2's); one otherwise."""
+    for prefix, field in (("context", "target_layer_ids"), ("image_features", "vision_feature_layer")):
+        layers = getattr(config, field, None)
+        if name.startswith(prefix) and isinstance(layers, (list, tuple)):
+            return len(layers)
+    return 1
+
+
+def _reads_unmade(model, name: str) -> bool:
+    """Whether some module's forward takes name, which the model's own forward neither takes nor
+    makes (its layers' conditioning that a composite computes and passes on through **kwargs)."""
+    root = type(model).forward
+    if name in inspect.signature(root).parameters or name in inspect.getsource(root):
+        return False
+    return any(name in inspect.signature(m.forward).parameters for m in model.modules() if m is not model)
+
+
 def _patch_grid(config) -> int:
     """Patches along a side of the config's image (image_size over patch_size), 0 where it states none."""
     image, patch = _int(getattr(config, "image_size", None)), _int(getattr(config, "patch_size", None))
@@ -904,7 +929,7 @@ def _pixels_fit(config, p: inspect.Parameter) -> bool:
     return not STATES.search(p.name) or any(IMAGE_FIELDS.search(k) for k in vision.to_dict())
 
 
-STATES = re.compile(r"(^|_)(features|states|encoding|embeds|embeddings|queries)$")
+STATES = re.compile(r"(^|_)(features|states|encoding|embeds|embeddings|queries)$|^inputs$")  # inputs: Perceiver's
 
 
 def _states_by_name(config, params, kwargs: dict, g, tokens: int) -> dict:
@@ -931,10 +956,18 @@ def _states_by_name(config, params, kwargs: dict, g, tokens: int) -> dict:
     required = {n: p for n, p in params.items() if p.default is inspect.Parameter.empty and n not in kwargs}
     for name, p in required.items():
         if tensor_param(p) and STATES.search(name):
-            out[name] = maps() if listed(p) else torch.randn(B, tokens, width, generator=g, dtype=torch.float64)
+            wide = width * _layers_concatenated(config, name)
+            out[name] = maps() if listed(p) else torch.randn(B, tokens, wide, generator=g, dtype=torch.float64)
     for name, p in params.items() if out else ():
         if name not in kwargs and name not in out and tensor_param(p) and STATES.search(name):
             out[name] = maps() if listed(p) else torch.randn(B, tokens, width, generator=g, dtype=torch.float64)
+    if "pooled_patches_idx" in required and "image_features" in out:  # Molmo 2's adapter: POOL patches a token
+        rows = out["image_features"].shape[0] * out["image_features"].shape[1] // POOL * POOL
+        out["pooled_patches_idx"] = torch.arange(rows).reshape(-1, POOL)
+    if len(out) > 1 and any(n.startswith("context") for n in out) and "attention_mask" in params:
+        # a draft model's keys: its context's tokens and its own (DFlash's mask spans both; made without
+        # one, it spans its own alone)
+        out["attention_mask"] = torch.ones(B, sum(t.shape[1] for t in out.values()), dtype=torch.long)
     return out
 
 

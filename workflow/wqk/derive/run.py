@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .build import has_forward
+from .build import ATTENDS, has_forward
 from .heads import config_path
 from .inputs import input_variants
 from .trace import Trace, default_dtype, tracing
@@ -211,11 +211,6 @@ def _has_attention(tower: Tower) -> bool:
     from .build import has_attention_source
 
     return has_attention_source(tower.module.config.model_type) and module_attends(tower.module)
-
-
-ATTENDS = re.compile(
-    r"softmax|scaled_dot_product_attention|attention_interface|eager_attention_forward|MultiheadAttention"
-)
 
 
 def module_attends(module) -> bool:

@@ -168,6 +168,18 @@ HINTS["esmfold2"] = {
 # its adapter pools the outputs of ViT layers 24 and 18 (of the 25 the checkpoint keeps: the last and the
 # seventh from it, by index): the tiny ViT's last and the one before it
 HINTS["molmo2"] = {"adapter_config.vision_feature_layer": [-1, -2]}
+# its latents' width, count and depth, and their self-attention's heads, have names of their own
+# (1280 wide, 256 latents, 26 self-attentions of 8 heads): shrunk, heads told apart from the cross-attention's
+HINTS["perceiver"] = {
+    "d_latents": WIDTH,
+    "num_latents": 8,
+    "num_self_attends_per_block": 2,
+    "num_self_attention_heads": 4,
+    "num_cross_attention_heads": 2,
+}
+# its config sets its box embedding's width to hidden_size / 4, split over the 8 coordinates, each a
+# sinusoid of pairs: a width of 128 (4 pairs a coordinate; 8 heads of 16), where 96 leaves each an odd 3
+HINTS["bros"] = {"hidden_size": 128, "num_attention_heads": 8}
 # Qwen4-Exp's attention layers always build their QSA token indexer, whose sizes its config leaves to the
 # checkpoint (None): one key head (its validator's only choice), heads as wide as the attention's, blocks of 2
 # tokens and a budget of 64 (a multiple, as its validator asks; past the tiny forwards' lengths, as a

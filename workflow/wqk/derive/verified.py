@@ -371,6 +371,8 @@ POSITION_TABLES = re.compile(
     r"|(^|\.)r_kernel$|rel_attn\.r$|(^|\.)r_[wrs]_bias$|(^|\.)seg_embed$"
     # Shaw's relative keys, read against the queries (VITS, Granite Speech, wav2vec2-bert)
     r"|emb_rel_k$|rel_pos_emb\.weight|distance_embedding\.weight"
+    # BROS's: each pair's relative box, embedded and projected, read against the queries
+    r"|bbox_projection\.weight"
 )
 
 
@@ -582,8 +584,8 @@ def _linear_at_real_positions(trace, calls: list[AttentionCall], real) -> None:
         if any(p is None or p.out.shape != call.product.out.shape for p in products):
             continue
         batch = call.product.out[..., 0, 0].numel() // call.heads
-        tk = call.product.out.shape[-1]
-        scores, others = (_heads_view(s.scores, batch)[..., :tk] for s in (first, second))
+        cut = slice(call.key_offset, call.key_offset + call.product.out.shape[-1])
+        scores, others = (_heads_view(s.scores, batch)[..., cut] for s in (first, second))
         outs = (_heads_view(p.out, batch) for p in products)
         try:
             fit_scale(scores, others, *outs, open_positions(scores, others), per_head=call.per_head_scale)

@@ -72,6 +72,7 @@ class Seen:
     scores: torch.Tensor
     q_scaling: torch.Tensor | None = None
     k_scaling: torch.Tensor | None = None
+    key_offset: int = 0  # the scores' columns before the keys' (AttentionCall.key_offset)
 
 
 def _scaling(call: ModuleCall, tokens: int) -> torch.Tensor:
@@ -122,7 +123,7 @@ def seen(call: AttentionCall, first: Trace, again: Trace) -> Seen:
             for side, operand, projection in zip((call.q, call.k), (product.a, product.k), projections)
         ]
     xs = [_batch_first(p.x, operand) for p, operand in zip(projections, (call.product.a, call.product.k))]
-    return Seen(call.call.name, xs[0], xs[1], softmax.scores, *scalings)
+    return Seen(call.call.name, xs[0], xs[1], softmax.scores, *scalings, key_offset=call.key_offset)
 
 
 def _batch_first(x: torch.Tensor, operand: torch.Tensor) -> torch.Tensor:
@@ -171,7 +172,7 @@ def _form(block: AttentionBlock, s: Seen, with_rope: bool) -> tuple[torch.Tensor
     if block.form == "qk_norm_gain_folded":
         q, k = _normed(block, s, q, k)
     form = rotated(q, k, block.rope) if with_rope and block.rope is not None else q @ k.transpose(-1, -2)
-    scores = _heads_view(s.scores, form.shape[0])[..., : form.shape[-1]].double()
+    scores = _heads_view(s.scores, form.shape[0])[..., s.key_offset : s.key_offset + form.shape[-1]].double()
     if scores.shape[1] != form.shape[1]:
         raise Underivable("verify", f"{s.name}: the block has {form.shape[1]} heads, the forward {scores.shape[1]}")
     return form, scores
