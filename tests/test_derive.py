@@ -1605,11 +1605,16 @@ class _MergedAttention(torch.nn.Module):
 
 
 def _merged_calls(own_cross: bool):
+    return _two_input_calls(_MergedAttention(own_cross))
+
+
+def _two_input_calls(attention: torch.nn.Module):
+    """The attention calls of two forwards of a module of (x: 5 tokens, memory: 3), width 8."""
     from wqk.derive.calls import attention_calls
     from wqk.derive.trace import tracing
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(_MergedAttention(own_cross)).double()
+    model = torch.nn.Sequential(attention).double()
     g = torch.Generator().manual_seed(1)
     traces = []
     for _ in range(2):
@@ -1722,19 +1727,7 @@ class _Prefixed(torch.nn.Module):
 
 
 def _prefixed_calls(kind: str):
-    from wqk.derive.calls import attention_calls
-    from wqk.derive.trace import tracing
-
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(_Prefixed(kind)).double()
-    g = torch.Generator().manual_seed(1)
-    traces = []
-    for _ in range(2):
-        x, memory = (torch.randn(2, t, 8, generator=g, dtype=torch.float64) for t in (5, 3))
-        with tracing(model) as trace:
-            model[0](x, memory)
-        traces.append(trace)
-    return attention_calls(*traces)
+    return _two_input_calls(_Prefixed(kind))
 
 
 def test_a_softmax_in_a_module_of_its_own_reads_the_product_of_the_module_around_it():
