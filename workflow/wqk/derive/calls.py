@@ -258,9 +258,8 @@ def _self_part(keys: torch.Tensor, trace: Trace, before: int, calls, q_side: Sid
     the encoder's cached keys before its own): the self-attention part, which the record scores;
     None otherwise."""
     xq, t = q_side.projection.x, keys.shape[-2]
-    counts = {p.out.shape[-2] for p in trace.projections if p.seq < before and p.out.ndim >= 3}
     # the other input's keys need not be a whole projection's (a sliding layer's cache: the last few)
-    for start, count in sorted({(s, c) for c in counts if 0 < c < t for s in (0, t - c)}):
+    for start, count in sorted({(s, c) for c in _run_lengths(trace, before) if 0 < c < t for s in (0, t - c)}):
         try:
             side = _side(keys[..., start : start + count, :], trace, before, "keys", calls, whole=False)
         except Underivable:
@@ -270,12 +269,17 @@ def _self_part(keys: torch.Tensor, trace: Trace, before: int, calls, q_side: Sid
     return None
 
 
+def _run_lengths(trace: Trace, before: int) -> set[int]:
+    """The token counts of the projections run before seq before: the lengths a run of keys can have."""
+    return {p.out.shape[-2] for p in trace.projections if p.seq < before and p.out.ndim >= 3}
+
+
 def _two_runs(operand: torch.Tensor, trace: Trace, before: int, what: str, calls):
     """(tokens of the first run, its side, the rest's side) for each split of the operand's tokens
     into two runs, each a projection's outputs over an input of its own, as many tokens as some
     projection's output."""
     t = operand.shape[-2]
-    counts = {p.out.shape[-2] for p in trace.projections if p.seq < before and p.out.ndim >= 3}
+    counts = _run_lengths(trace, before)
     for first in sorted(c for c in counts if 0 < c < t and t - c in counts):
         try:
             a = _side(operand[..., :first, :], trace, before, what, calls, whole=False)
@@ -460,7 +464,7 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
     other_product = _product_of(again, other)
     if other_product is None or other_product.out.shape[:-2] != product.out.shape[:-2]:
         raise Underivable("layout", f"{call.name}: the forward of other tokens ran another attention product")
-    error, offset = None, None
+    error, offset = None, 0
     for batch in _batches(trace, product, calls):
         try:
             a, k = _heads_view(product.a, batch), _heads_view(product.k, batch)
@@ -481,10 +485,25 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
         raise error
     for side, operand, what in ((q_side, product.a, "queries"), (k_side, product.k, "keys")):
         _refuse_latent(side, trace, calls, what, batch, operand.shape[-2])
-    out, other_out = _heads_view(product.out, batch), _heads_view(other_product.out, batch)
-    extra = softmax.scores.shape[-1] - product.out.shape[-1]
-    offset = offset or 0  # the product's columns first among the softmax's (sinks after them), or after another input's
-    open_, scale, position, per_head = _fit_at(softmax, other, out, other_out, batch, offset)
+    out = _heads_view(product.out, batch)
+    scores = _heads_view(softmax.scores, batch)
+    tk = out.shape[-1]
+    extra = scores.shape[-1] - tk
+    # the product's columns: first among the softmax's (sinks after them), or after another input's
+    scores = scores[..., offset : offset + tk]
+    other_out = _heads_view(other_product.out, batch)
+    others = _heads_view(other.scores, batch)[..., offset : offset + other_out.shape[-1]]
+    open_ = open_positions(scores, others if others.shape == scores.shape else scores)
+    if open_.sum() < 2 * open_.shape[-2] * open_.shape[0] * open_.shape[1]:  # under two open keys a query
+        raise Underivable("layout", f"only {int(open_.sum())} of {open_.numel()} attention logits are unmasked")
+    per_head = False
+    try:
+        scale, position = fit_runs(scores, others, out, other_out)
+    except Underivable as e:
+        if "scaled per head" not in e.reason:
+            raise
+        scale, position = fit_runs(scores, others, out, other_out, per_head=True)
+        per_head = True
     xq, xk = q_side.projection.x, k_side.projection.x
     cross = not (xq.shape == xk.shape and torch.equal(xq, xk)) and not _pooled_from(xq, xk, batch)
     cross = cross and not k_side.shared  # an earlier layer's keys of the same tokens: self-attention
@@ -492,22 +511,6 @@ def attention_call(trace: Trace, softmax: Softmax, again: Trace, other: Softmax)
         call, product, softmax, q_side, k_side, a.shape[1], a.shape[-1], scale, extra, position,
         _mask_kind(open_[0, 0]) if not cross else "full", cross, per_head, offset,
     )  # fmt: skip
-
-
-def _fit_at(softmax: Softmax, other: Softmax, out: torch.Tensor, other_out: torch.Tensor, batch: int, offset: int):
-    """(open positions, scale, position terms, per-head scale) of the product's columns read from the
-    softmax's from offset on; raises where they are masked or no linear map of the product."""
-    scores = _heads_view(softmax.scores, batch)[..., offset : offset + out.shape[-1]]
-    others = _heads_view(other.scores, batch)[..., offset : offset + other_out.shape[-1]]
-    open_ = open_positions(scores, others if others.shape == scores.shape else scores)
-    if open_.sum() < 2 * open_.shape[-2] * open_.shape[0] * open_.shape[1]:  # under two open keys a query
-        raise Underivable("layout", f"only {int(open_.sum())} of {open_.numel()} attention logits are unmasked")
-    try:
-        return open_, *fit_runs(scores, others, out, other_out), False
-    except Underivable as e:
-        if "scaled per head" not in e.reason:
-            raise
-        return open_, *fit_runs(scores, others, out, other_out, per_head=True), True
 
 
 def _refuse_latent(side: Side, trace: Trace, calls, what: str, n: int, t: int) -> None:
