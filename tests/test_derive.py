@@ -280,9 +280,10 @@ def test_a_stack_filed_by_tower_under_causal_and_open_masks_goes_by_each_layers_
         ("colpali", {"encoder", "decoder"}),  # its SigLIP vision model, inside PaliGemma, runs on its own
         ("cosmos3_edge_vision", {"encoder"}),  # flattened patches named pixel_values beside grid_thw
         ("flava", {"encoder", "decoder"}),  # its multimodal encoder reads hidden states, as the towers give them
-        # learned queries; cross-attention over image states every other layer, whose self-attention is
-        # filed "decoder" (the layers that hold cross-attention), the others' "encoder"
-        ("blip_2_qformer", {"encoder", "decoder", "cross"}),
+        # learned queries; cross-attention over image states every other layer: its self-attention, one
+        # template, is filed "decoder" in every layer (the layers that hold cross-attention made some of
+        # them the decoder's and the others the encoder's, and the record read every layer in both stacks)
+        ("blip_2_qformer", {"decoder", "cross"}),
         ("omniasr_ctc", {"encoder"}),  # a waveform as [B, 1, samples]: one channel
         pytest.param(  # input_values as [B, frames, mel bins] (a minute of CPU: 1024 frames)
             "audio-spectrogram-transformer", {"encoder"}, marks=pytest.mark.slow
@@ -646,13 +647,14 @@ def test_a_mask_read_as_booleans_runs_under_sdpa():
 
 def test_a_non_bilinear_softmax_input_stays_refused_after_the_position_terms():
     """Zeroing position terms rescues only what they cause: Doge's softmax input (a mask computed
-    from the values) stays no linear map of q.k, PP-FormulaNet's keys, its SAM tables zeroed, stay
-    scaled per column."""
+    from the values) stays no linear map of q.k; PP-FormulaNet's SAM encoder derives with its tables
+    zeroed (its keys read as scaled per column only while its tiny grid left its decoder one key
+    token: two rows, where any column is a multiple of any other)."""
     doge = derive("doge")
     assert doge.category == "not bilinear" and "no linear map" in doge.reason, doge.reason
     formula = derive("pp_formulanet")
-    assert formula.category == "not bilinear" and "scaled differently per column" in formula.reason, formula.reason
-    assert "with the position terms zeroed" in formula.reason
+    assert formula.ok, formula.reason
+    assert any("rel_pos_h" in name for name in formula.facts["position tables zeroed"])
 
 
 @pytest.mark.slow  # derivations of several seconds each: the full suite's
@@ -714,6 +716,98 @@ def test_a_qk_norms_shift_after_the_norm_is_read_beside_its_gain():
     k_norm_bias, which the logits test adds to the scaled q and k."""
     persimmon = derive("persimmon")
     assert persimmon.ok, persimmon.reason
+
+
+@pytest.mark.slow
+def test_key_heads_no_field_states_are_read_from_the_k_weight(tmp_path):
+    """MiMo-V2-Flash's code gives its sliding layers twice num_key_value_heads, a count no config
+    field holds: the record reads each layer's key heads from its k weight (kv_heads_from_weight),
+    its full layers' as well; a k weight of no whole number of heads is a corrupt checkpoint."""
+    from safetensors.torch import load_file, save_file
+
+    from wqk.adapters.reader import locate, read_qk
+    from wqk.errors import CorruptCheckpoint
+
+    mimo = derive("mimo_v2_flash")
+    assert mimo.ok, mimo.reason
+    (a,) = mimo.record.attention
+    assert a.kv_heads_from_weight and a.kv_heads == () and not a.multi_query
+    folder = build_tiny("mimo_v2_flash", tmp_path / "m")
+    ckpt = open_checkpoint(str(folder))
+    config = json.loads((folder / "config.json").read_text())
+    kinds = config["layer_types"]
+    blocks = list(read_blocks(ckpt, mimo.record))
+    want = [config["num_key_value_heads"] * (2 if kind == "sliding_attention" else 1) for kind in kinds]
+    assert [b.n_kv_heads for b in blocks] == want and len(set(want)) == 2
+    (weights,) = folder.glob("*.safetensors")
+    tensors = load_file(weights)
+    name = "layers.1.self_attn.k_proj.weight"
+    tensors[name] = tensors[name][:-3]
+    save_file(tensors, weights, metadata={"format": "pt"})
+    ckpt = open_checkpoint(str(folder))
+    site = next(s for s in locate(ckpt, mimo.record) if s.layer == 1)
+    with pytest.raises(CorruptCheckpoint, match="no whole number of key heads"):
+        read_qk(ckpt, site)
+
+
+@pytest.mark.slow
+def test_stages_that_reduce_their_keys_are_told_apart_by_the_configs_list(tmp_path):
+    """SegFormer's stages attend to keys their sr_ratios reduce (8, 4, 2: cross-attention) but the
+    last (1: self-attention), one module class: the two templates name the same tensors, and
+    Attention.layer_if reads each layer once, in its own stack, at a checkpoint's depths too."""
+    from transformers import SegformerConfig, SegformerModel
+
+    segformer = derive("segformer")
+    assert segformer.ok, segformer.reason
+    encoder, cross = segformer.record.attention
+    assert encoder.weight == cross.weight == "encoder.block.{i}.{j}.attention.self.{p}.weight"
+    assert (encoder.stack, encoder.layer_if) == ("encoder", ("sr_ratios", "i", "==", 1))
+    assert (cross.stack, cross.layer_if) == ("cross", ("sr_ratios", "i", "!=", 1))
+    config = SegformerConfig(**{**segformer.record.tiny.config, "depths": [2, 2, 2, 2]})
+    SegformerModel(config).save_pretrained(tmp_path / "s")
+    blocks = list(read_blocks(open_checkpoint(str(tmp_path / "s")), segformer.record))
+    assert [(b.stack, b.layer) for b in blocks] == [("encoder", 0), ("encoder", 1)] + [("cross", n) for n in range(6)]
+    assert all(not torch.equal(a.q, b.q) for n, a in enumerate(blocks) for b in blocks[n + 1 :])
+
+
+def test_a_heads_rows_in_one_order_its_key_head_shares_read_in_order():
+    """Qwen2.5-Omni's DiT de-interleaves its first head's q and k rows alike before a rotary of that
+    head alone: q_h . k_h sums the same products in any shared order, so the layout is the plain
+    one; an order the key head does not share, or rows of another head, is no layout."""
+    from wqk.derive.infer import _one_order_a_head
+
+    shuffled = [[0, 2, 1, 3], [4, 5, 6, 7]]
+    assert _one_order_a_head(shuffled, {0: [0, 2, 1, 3], 1: [4, 5, 6, 7]}, [0, 1], 4)
+    assert not _one_order_a_head(shuffled, {0: [0, 1, 2, 3], 1: [4, 5, 6, 7]}, [0, 1], 4)
+    assert not _one_order_a_head([[0, 1, 2, 4], [3, 5, 6, 7]], {0: [0, 1, 2, 4], 1: [3, 5, 6, 7]}, [0, 1], 4)
+    # grouped: both query heads read key head 0, each in its own order the key head must share
+    assert not _one_order_a_head([[0, 2, 1, 3], [4, 5, 6, 7]], {0: [0, 2, 1, 3]}, [0, 0], 4)
+
+
+def test_a_block_two_stacks_read_that_no_call_ran_as_is_refused():
+    """A record whose encoder and cross templates name the same tensors reads each layer twice;
+    the derivation refuses it where a block is one no call ran as (PVT's and SuperGlue's records
+    were so before Attention.layer_if), and keeps a layer read by one stack alone (X-CLIP's first
+    message attention, over copies of one class embedding, is no call)."""
+    from wqk.blocks import AttentionBlock
+    from wqk.derive.verified import _blocks_of
+
+    q = torch.randn(2, 4, 2)
+
+    def block(stack, layer, factor):
+        return AttentionBlock(stack, layer, factor, factor)
+
+    facts = [SimpleNamespace(stack="encoder", q_weight="l.0.q"), SimpleNamespace(stack="cross", q_weight="l.1.q")]
+    layers = {("encoder", "l.0.q"): ("encoder", 0), ("cross", "l.1.q"): ("cross", 0)}
+    calls = [SimpleNamespace(call=SimpleNamespace(name=f.q_weight)) for f in facts]
+    other = torch.randn(2, 4, 2)
+    read = {("encoder", 0): block("encoder", 0, q), ("cross", 0): block("cross", 0, other)}
+    assert len(_blocks_of(calls, facts, read, layers)) == 2
+    alone = {**read, ("encoder", 1): block("encoder", 1, torch.randn(2, 4, 2))}
+    assert len(_blocks_of(calls, facts, alone, layers)) == 2
+    twice = {**read, ("encoder", 1): block("encoder", 1, other), ("cross", 1): block("cross", 1, q)}
+    with pytest.raises(Underivable, match="reads cross layer 1, encoder layer 1 from the tiny model"):
+        _blocks_of(calls, facts, twice, layers)
 
 
 def test_a_qk_norm_on_some_layers_is_read_by_the_layer(tmp_path):
@@ -816,11 +910,38 @@ def test_a_qk_norms_gain_offset_stays_where_no_pre_norm_is_read():
     assert qwen4.ok and qwen4.record.attention[0].gain_offset == 1.0, qwen4.reason
 
 
-def test_a_per_dimension_scale_after_the_qk_norm_is_no_bilinear_form():
-    """TimesFM 2.5 scales its normed queries per dimension (a softplus of a learned vector): no
-    record field folds it, refused as not bilinear as TimesFM's own per-column scale is."""
+@pytest.mark.slow
+def test_a_per_dimension_scale_after_the_qk_norm_folds_with_its_gain(tmp_path):
+    """TimesFM 2.5 scales its RMS-normed queries per dimension by softplus(scaling) x 1.44 /
+    sqrt(head_dim): the derivation finds the parameter behind the norm's output, and the reader
+    folds the scale after the norm's gain, into each head's q (a diagonal, as the gain is)."""
+    import torch.nn.functional as F
+
     d = derive("timesfm2_5")
-    assert d.category == "not bilinear" and "per-dimension scale after the QK-norm" in d.reason, d.reason
+    assert d.ok, d.reason
+    (a,) = d.record.attention
+    assert (a.q_scale, a.scale_map) == ("layers.{i}.self_attn.scaling", "softplus")
+    assert a.qk_norm == ("layers.{i}.self_attn.q_norm.weight", "layers.{i}.self_attn.k_norm.weight")
+    folder = build_tiny("timesfm2_5", tmp_path / "t")
+    from safetensors.torch import load_file, save_file
+
+    (weights,) = folder.glob("*.safetensors")
+    tensors = load_file(weights)
+    generator = torch.Generator().manual_seed(0)
+    for name in ("q_norm.weight", "scaling"):  # built as ones: drawn, so that each column's factor differs
+        t = tensors[f"layers.1.self_attn.{name}"]
+        tensors[f"layers.1.self_attn.{name}"] = torch.rand(t.shape, generator=generator).to(t.dtype) + 0.5
+    save_file(tensors, weights, metadata={"format": "pt"})
+    ckpt = open_checkpoint(str(folder))
+    block = next(b for b in read_blocks(ckpt, d.record) if b.layer == 1)
+    store = ckpt.store
+    w = store.get("layers.1.self_attn.q_proj.weight").double()
+    gain = store.get("layers.1.self_attn.q_norm.weight").double()
+    scale = F.softplus(store.get("layers.1.self_attn.scaling").double())
+    pre = store.get("layers.1.input_layernorm.weight").double()
+    heads, k = block.q.shape[0], block.q.shape[2]
+    want = (w.reshape(heads, k, -1) * (gain * scale)[None, :, None] * pre).transpose(1, 2)
+    assert torch.allclose(block.q.double(), want, rtol=1e-6), float((block.q.double() - want).abs().max())
 
 
 def test_a_backbone_read_at_several_levels_keeps_its_stages():
@@ -1270,6 +1391,46 @@ def test_an_einsum_with_a_parameter_is_a_projection():
     assert torch.allclose(projection.out, x @ model.q.detach().reshape(8, 8))
 
 
+@pytest.mark.slow
+def test_informers_record_traced_under_full_attention_is_its_probsparse_logits(tmp_path):
+    """Informer is traced with full attention (its hint): ProbSparse, its checkpoints' attention,
+    keeps a content-chosen subset of queries, whose logits against every key are the record's form
+    (the same q and k projections and scale); the others get none."""
+    from transformers import InformerConfig, InformerModel
+
+    from wqk.derive.inputs import input_variants
+    from wqk.derive.trace import tracing
+
+    informer = derive("informer")
+    assert informer.ok, informer.reason
+    # 64 steps of context: ProbSparse keeps 5 x ceil(ln(65)) = 25 queries of them (all of a shorter one)
+    config = InformerConfig(**{**informer.record.tiny.config, "attention_type": "prob", "context_length": 64})
+    torch.manual_seed(0)
+    model = InformerModel(config).double().eval()
+    model.save_pretrained(tmp_path / "prob")
+    ckpt = open_checkpoint(str(tmp_path / "prob"))
+    block = next(b for b in with_extras(ckpt, read_blocks(ckpt, informer.record), informer.record) if b.layer == 0)
+    assert block.stack == "encoder"
+    seen = {}
+
+    def keep(module, args, kwargs):
+        seen["x"] = kwargs.get("hidden_states", args[0] if args else None)
+
+    model.encoder.layers[0].self_attn.register_forward_pre_hook(keep, with_kwargs=True)
+    with tracing(model) as trace, torch.no_grad():
+        model(**input_variants(model)[0])
+    x = seen["x"].double()
+    n, t, _ = x.shape
+    q = torch.einsum("btd,hdc->bhtc", x, block.q.double()) + block.q_bias.double()[None, :, None]
+    k = torch.einsum("btd,hdc->bhtc", x, block.k.double()) + block.k_bias.double()[None, :, None]
+    full = (q @ k.transpose(-1, -2) * block.q.shape[2] ** -0.5).reshape(n * block.n_heads, t, t)
+    scores = trace.softmaxes[0].scores.double()  # [N * H, u queries kept, T keys]
+    assert scores.shape[0] == n * block.n_heads and scores.shape[1] < t and scores.shape[2] == t
+    # each kept query's logits are one row of the full form
+    distance = (scores[:, :, None, :] - full[:, None, :, :]).abs().amax(-1).amin(-1)
+    assert float(distance.max()) < 1e-9 * float(full.abs().max()), float(distance.max())
+
+
 def test_a_learned_scale_of_the_queries_columns_is_folded_into_q(tmp_path):
     """TimesFM scales its queries' columns by softplus(scaling) x 1.44 / sqrt(head_dim) after the
     projection: the derivation finds the parameter and its map (Attention.q_scale, scale_map), the
@@ -1520,6 +1681,58 @@ def test_layouts_and_rotations_of_their_own_are_read_or_refused_by_name():
     assert derive("mlcd_vision_model").ok  # its class token's learned angle, beside the rotary's call
 
 
+def test_angles_handed_to_an_attention_as_a_cos_sin_pair_are_undone_while_tracing():
+    """LightGlue computes its rotary's angles from each keypoint's coordinates (a learned map, no
+    inv_freq) and hands them to its attentions as position_embeddings=(cos, sin): while tracing
+    without rotation the attention sees cos 1 and sin 0; a pair that is no rotation (DETR-like
+    position tensors) reaches it as it was."""
+    from wqk.derive.verified import no_rotation
+
+    class ToyAttention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q_proj = torch.nn.Linear(4, 4)
+
+        def forward(self, x, position_embeddings=None):
+            self.seen = position_embeddings
+            return x
+
+    class Toy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = ToyAttention()
+
+        def forward(self, x, pair):
+            return self.attn(x, position_embeddings=pair)
+
+    model, angles = Toy(), torch.rand(2, 3, 4) * 3
+    rotary, other = (angles.cos(), angles.sin()), (torch.rand(2, 3, 4), torch.rand(2, 3, 4))
+    with no_rotation(model):
+        model(torch.zeros(2, 3, 4), rotary)
+        assert torch.equal(model.attn.seen[0], torch.ones(2, 3, 4))
+        assert torch.equal(model.attn.seen[1], torch.zeros(2, 3, 4))
+        model(torch.zeros(2, 3, 4), other)
+        assert model.attn.seen[0] is other[0] and model.attn.seen[1] is other[1]
+    model(torch.zeros(2, 3, 4), rotary)  # the hook is gone afterwards
+    assert model.attn.seen[1] is rotary[1]
+
+
+def test_a_cache_of_a_modules_outputs_by_its_inputs_misses_in_the_tiny_model():
+    """OmDet-Turbo keeps its text encoder's embeddings per prompt in an LRU cache: a second forward
+    of the same prompt would skip the encoder (its attention never ran). The built model's caches
+    miss; its other attributes stay."""
+    from transformers.models.omdet_turbo.modeling_omdet_turbo import OmDetTurboLRUCache
+
+    from wqk.derive.build import _uncached
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    model[0].cache, model[0].other = OmDetTurboLRUCache(4), {"key": 1}
+    model[0].cache.put("key", 1)
+    assert model[0].cache.has("key")
+    _uncached(model)
+    assert not model[0].cache.has("key") and model[0].other == {"key": 1}
+
+
 def test_a_class_that_inherits_input_ids_is_filed_by_the_modality_it_declares():
     """Granite Speech's encoder and the vision towers of Llama 4 or Qwen2-VL inherit the main input
     name "input_ids" and declare their modality (input_modalities): that one, where it is one; a
@@ -1623,6 +1836,90 @@ def _two_input_calls(attention: torch.nn.Module):
             model[0](x, memory)
         traces.append(trace)
     return attention_calls(*traces)
+
+
+class _TemperedAttention(torch.nn.Module):
+    """Two heads of 4 with an RMS QK-norm, each query then scaled by temperature(x, positions)."""
+
+    def __init__(self, temperature):
+        super().__init__()
+        self.q_proj, self.k_proj = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+        self.q_norm, self.k_norm = torch.nn.RMSNorm(4), torch.nn.RMSNorm(4)
+        self.temperature = temperature
+        with torch.no_grad():
+            for norm in (self.q_norm, self.k_norm):
+                norm.weight.uniform_(0.5, 1.5)
+
+    def forward(self, x, memory=None):
+        b, t, _ = x.shape
+        q = self.q_norm(self.q_proj(x).view(b, t, 2, 4)).transpose(1, 2)
+        k = self.k_norm(self.k_proj(x).view(b, t, 2, 4)).transpose(1, 2)
+        q = q * self.temperature(x, torch.arange(t, dtype=x.dtype))[:, None, :, None]
+        return torch.softmax(q @ k.transpose(-1, -2) / 2, dim=-1)
+
+
+def test_a_queries_factor_of_its_position_after_the_qk_norm_is_a_temperature():
+    """Beam's NoPE layers scale each normed query by (1 + (p + 1) / 2048) ** 0.1: a positive factor
+    of its position alone, left out of the form as the norm's own scaling is; the logits test
+    multiplies it in (Beam's record is verified so). A factor that depends on the tokens is no
+    temperature: refused."""
+
+    def by_position(x, p):
+        return ((1 + (p + 1) / 8) ** 0.5).expand(x.shape[0], -1)
+
+    def by_content(x, p):
+        return 1 + x[..., 0].abs()
+
+    (call,) = _two_input_calls(_TemperedAttention(by_position))
+    assert call.q.norm.name == "0.q_norm" and call.k.temperature is None
+    assert torch.allclose(call.q.temperature, by_position(torch.zeros(1, 5), torch.arange(5.0))[0].double())
+    with pytest.raises(Underivable, match="queries of the attention product are no projection's outputs"):
+        _two_input_calls(_TemperedAttention(by_content))
+
+
+def test_keys_of_one_token_in_two_sequences_name_no_projection():
+    """SegFormer's tiny grid reduced to one key token: two rows, where any column is a multiple of
+    any other plus a constant, so a match would be chance (and the logits test vacuous, one key a
+    row): refused as the tiny forward's, not read as keys scaled per column."""
+
+    class OneKey(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q_proj, self.k_proj = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+        def forward(self, x, memory):
+            q = self.q_proj(x).view(2, -1, 2, 4).transpose(1, 2)
+            k = self.k_proj(memory[:, :1]).view(2, 1, 2, 4).transpose(1, 2)
+            return torch.softmax(q @ k.transpose(-1, -2), dim=-1)
+
+    with pytest.raises(Underivable, match=r"1 token\(s\) of 2 sequence\(s\): too few") as e:
+        _two_input_calls(OneKey())
+    assert e.value.category == "forward"
+
+
+def test_logits_masked_by_the_content_are_closed_positions_the_others_fit():
+    """EoMT keeps its queries off the patches outside the masks they predict (-1e9, from the
+    content: masked in one forward, open in the other): those positions are closed in both, and
+    the logits left open are the form."""
+    from wqk.derive.calls import open_positions
+
+    class ContentMasked(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q_proj, self.k_proj = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+        def forward(self, x, memory):
+            q = self.q_proj(x).view(2, -1, 2, 4).transpose(1, 2)
+            k = self.k_proj(x).view(2, -1, 2, 4).transpose(1, 2)
+            masked = (x[..., 0] > 1.0)[:, None, None, :] & ~torch.eye(5, dtype=torch.bool)
+            return torch.softmax((q @ k.transpose(-1, -2)).masked_fill(masked, -1e9), dim=-1)
+
+    (call,) = _two_input_calls(ContentMasked())
+    assert call.q.projection.weight == "0.q_proj.weight" and call.k.projection.weight == "0.k_proj.weight"
+    assert bool((call.softmax.scores < -1e6).any())  # some logits were masked by the content
+    scores, other = torch.zeros(1, 3), torch.zeros(1, 3)
+    scores[0, 1], other[0, 2] = -1e9, -1e4  # masked by the content in one forward; an open logit of -1e4
+    assert open_positions(scores, other).tolist() == [[True, False, True]]
 
 
 def test_self_and_cross_attention_under_one_softmax_scores_the_self_part():

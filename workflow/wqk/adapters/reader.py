@@ -83,6 +83,15 @@ def _key_fields(ckpt: Checkpoint, a: Attention, fields: dict) -> dict | None:
     return None if producer is None else dict(fields, **{a.fields[0]: producer})
 
 
+def _layer_kept(ckpt: Checkpoint, a: Attention, fields: dict) -> bool:
+    """Whether the template reads this layer (Attention.layer_if)."""
+    key, field, op, value = a.layer_if
+    values, index = per_layer_list(ckpt, key), fields[field]
+    if index >= len(values):
+        raise CorruptCheckpoint(f"{ckpt.model_id}: {key} has {len(values)} entries, none for {a.weight} at {index}")
+    return (values[index] == value) == (op == "==")
+
+
 def _count(value, fields: dict, a: Attention) -> int:
     # heads_by indexes whichever of the query and key counts is a list (Sapiens2: its key heads alone)
     return int(value[fields[a.heads_by]] if a.heads_by and isinstance(value, (list, tuple)) else value)
@@ -113,6 +122,8 @@ def locate(ckpt: Checkpoint, record: Record) -> list[Site]:
                     "renamed weights?"
                 )
             continue
+        if a.layer_if is not None:
+            numbers = [v for v in numbers if _layer_kept(ckpt, a, dict(zip(a.fields, v)))]
         stack = "decoder" if a.as_decoder and ckpt.config.get(a.as_decoder) else a.stack
         k, n_alike = a.interleave or (0, 1)
         if k == 0:
@@ -142,6 +153,8 @@ def read_qk(ckpt: Checkpoint, site: Site) -> AttentionBlock:
             _as_matrix(store.get(site.key_name(a.weight, a.qk[1]))),
         )
         wq, wk = (wq.T, wk.T) if a.conv1d else (wq, wk)
+        if a.kv_heads_from_weight:
+            site = dataclasses.replace(site, kv_heads=_kv_heads_of(ckpt, site, wq, wk))
         if a.groups:
             wq, wk = (_block_diagonal(ckpt, site, w, key, p) for w, key, p in zip((wq, wk), a.groups, a.qk))
         if a.fused == "kv":  # [k | v] along the outputs
@@ -169,11 +182,26 @@ def read_qk(ckpt: Checkpoint, site: Site) -> AttentionBlock:
             [site.name(a.weight, a.qk[0]), site.key_name(a.weight, a.qk[1])] if a.fused in (None, "kv") else [name],
         ),
     )
-    if a.q_scale:
-        block = dataclasses.replace(block, q=_scaled(block.q, _q_scale(ckpt, site, block.n_heads, block.q.shape[2])))
     if a.qk_norm_unit and _normed(ckpt, site):
-        return _unit_qk_norm(site, block)
-    return _fold_qk_norm(ckpt, site, block) if a.qk_norm else block
+        block = _unit_qk_norm(site, block)
+    elif a.qk_norm:
+        block = _fold_qk_norm(ckpt, site, block)
+    if a.q_scale:  # after the QK-norm (TimesFM 2.5's), where a LayerNorm's centring would not commute with it
+        block = dataclasses.replace(block, q=_scaled(block.q, _q_scale(ckpt, site, block.n_heads, block.q.shape[2])))
+    return block
+
+
+def _kv_heads_of(ckpt: Checkpoint, site: Site, wq: torch.Tensor, wk: torch.Tensor) -> int:
+    """The key heads a layer's k weight holds (Attention.kv_heads_from_weight): its rows over the
+    width of a query head."""
+    width, rest = divmod(wq.shape[0], site.heads)
+    kv, left = divmod(wk.shape[0], width or 1)
+    if rest or left or not kv or site.heads % kv:
+        raise CorruptCheckpoint(
+            f"{ckpt.model_id}: {site.stack} layer {site.layer}: q has {wq.shape[0]} rows over {site.heads} heads, "
+            f"k {wk.shape[0]} rows: no whole number of key heads that the query heads share evenly"
+        )
+    return kv
 
 
 def _q_scale(ckpt: Checkpoint, site: Site, n: int, k: int) -> torch.Tensor:

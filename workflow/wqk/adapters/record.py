@@ -63,7 +63,10 @@ class Attention:
       head_ratio heads, at least 1), or a constant the code divides it by (BridgeTower's vision
       tower: hidden_size // 64; Grounding DINO's text enhancer: encoder_attention_heads // 2);
       multi_query: one key head shared by every query head, whatever the config's counts say
-      (multi-query attention: GPT-BigCode, Falcon-7B).
+      (multi-query attention: GPT-BigCode, Falcon-7B). kv_heads_from_weight: a layer's key heads are
+      as many as its k weight holds (its rows over the query heads' width), where the code computes
+      them from no field alone (MiMo-V2-Flash's sliding layers: twice num_key_value_heads);
+      separate q and k weights only.
     bias: the bias template (DERIVED: from the weight's; None: no bias); q_bias: a query
       bias of its own next to a fused weight without bias (DeBERTa v1).
     q_gate: each head's query rows are followed by as many rows of an output gate, [q_h g_h]
@@ -115,6 +118,12 @@ class Attention:
       layer of their kind in the config's layer_types (Gemma 3n's and Gemma 4's num_kv_shared_layers;
       such a layer holds no k_proj that runs, or none at all): their keys' tensors (weight, bias,
       QK-norm gain) are read from that layer (common.kv_producer).
+    layer_if: (config key, template field, "==" or "!=", value): the template's layers read are
+      those where the config's per-stage or per-layer list, at the field's value, equals the value
+      (or differs from it), where two stacks' templates name the same tensors: PVT's and SegFormer's
+      stages that reduce no keys (sr_ratios 1) hold self-attention, the others attend to reduced
+      keys (cross); SuperGlue's layers alternate self- and cross-attention (gnn_layers_types).
+      The config may leave the list to transformers' config class.
     single: one block whose names number no layer (a VQ-VAE's lone middle attention,
       encoder.mid.attn_1): the template has no field, and reads one layer.
     """
@@ -131,6 +140,8 @@ class Attention:
     heads_by: str | None = None
     heads_ratio: str | int | None = None
     multi_query: bool = False
+    kv_heads_from_weight: bool = False
+    layer_if: tuple | None = None
     bias: str | None = DERIVED
     q_bias: str | None = None
     q_gate: bool = False

@@ -18,8 +18,9 @@ from .infer import SiteFacts, objectives
 FIELDS = "ijlmnorstuvw"
 
 
-def template(names: list[str]) -> tuple[str, list[tuple[int, ...]]] | None:
-    """(template, each name's field values) for names equal but for numbers; None otherwise."""
+def template(names: list[str], every: bool = False) -> tuple[str, list[tuple[int, ...]]] | None:
+    """(template, each name's field values) for names equal but for numbers, a field for each
+    number that varies (every: for each number); None otherwise."""
     split = [n.split(".") for n in names]
     if len({len(p) for p in split}) != 1:
         return None
@@ -29,7 +30,7 @@ def template(names: list[str]) -> tuple[str, list[tuple[int, ...]]] | None:
         return ".".join(first), [()]
     if any(p[n] != first[n] if n not in numeric else not p[n].isdigit() for p in split for n in range(len(first))):
         return None
-    varying = [n for n in numeric if len({p[n] for p in split}) > 1] or numeric[:1]
+    varying = numeric if every else [n for n in numeric if len({p[n] for p in split}) > 1] or numeric[:1]
     parts = list(first)
     for field, n in zip(FIELDS, varying):
         parts[n] = "{" + field + "}"
@@ -46,9 +47,9 @@ def _with_p(tq: str, tk: str) -> tuple[str, tuple[str, str]] | None:
     return ".".join([*qs[:n], "{p}", *qs[n + 1 :]]), (qs[n], ks[n])
 
 
-def _weights(group: list[SiteFacts]) -> tuple[str, tuple[str, str], list[tuple[int, ...]]]:
-    q = template([f.q_weight for f in group])
-    k = template([f.k_weight for f in group])
+def _weights(group: list[SiteFacts], every: bool = False) -> tuple[str, tuple[str, str], list[tuple[int, ...]]]:
+    q = template([f.q_weight for f in group], every)
+    k = template([f.k_weight for f in group], every)
     if q is None or k is None or q[1] != k[1]:
         raise Underivable("layout", f"the q/k weights of {group[0].stack} layers are not named alike across layers")
     if group[0].q_weight == group[0].k_weight:
@@ -61,16 +62,16 @@ def _weights(group: list[SiteFacts]) -> tuple[str, tuple[str, str], list[tuple[i
     return split[0], split[1], q[1]
 
 
-def _norms(group: list[SiteFacts], layers: list[tuple[int, ...]]) -> dict:
+def _norms(group: list[SiteFacts], layers: list[tuple[int, ...]], every: bool = False) -> dict:
     """norm / first_norm / pre_norm: the norm is kept when it is each layer's own (its varying
     numbers are the layer's), first_norm when only layer 0's is another."""
     names = [f.norm for f in group]
     if all(names):
-        t = template(names)
+        t = template(names, every)
         if t is not None and t[1] == layers:
             return dict(norm=t[0])
     if len(group) > 1 and all(names[1:]) and group[0].feeding_norm:
-        t = template(names[1:])  # layer 0 reads the embeddings' norm (its own is an identity: ModernBERT)
+        t = template(names[1:], every)  # layer 0 reads the embeddings' norm (its own is an identity: ModernBERT)
         if t is not None and t[1] == layers[1:]:
             return dict(norm=t[0], first_norm=group[0].feeding_norm)
     return dict(norm=None, pre_norm=False, norm_centred=None)
@@ -79,7 +80,13 @@ def _norms(group: list[SiteFacts], layers: list[tuple[int, ...]]) -> dict:
 _NORM_FIELDS = {"gain_offset", "norm_centred"}  # of the sites that have a pre-norm
 
 
-def _merge(group: list[SiteFacts]) -> tuple[Attention, list[tuple[int, ...]]]:
+def _merge(group: list[SiteFacts], others: list[SiteFacts] = ()) -> tuple[Attention, list[tuple[int, ...]]]:
+    """The group's Attention and its layers' field values; others: another stack's sites whose
+    weights are named alike (Attention.layer_if tells the two apart where their layers differ)."""
+    every = _apart(group, others)
+    if any(f.attention.kv_heads_from_weight for f in group):  # every layer's from its weight, where some need it
+        by_weight = dict(kv_heads=(), multi_query=False, kv_heads_from_weight=True)
+        group = [dataclasses.replace(f, attention=dataclasses.replace(f.attention, **by_weight)) for f in group]
     normed = [f.attention for f in group if f.norm is not None]
     first = normed[0] if normed else group[0].attention
     centred = {a.norm_centred for a in normed} - {None}  # None: that layer's input could not tell
@@ -99,20 +106,22 @@ def _merge(group: list[SiteFacts]) -> tuple[Attention, list[tuple[int, ...]]]:
                     f"layers of {group[0].q_weight} differ in {f.name}: {getattr(first, f.name)!r} vs "
                     f"{getattr(facts.attention, f.name)!r}",
                 )
-    weight, qk, layers = _weights(group)
+    weight, qk, layers = _weights(group, every)
     changes = dict(weight=weight, qk=qk, single=not any(layers), norm_centred=centred.pop() if centred else None)
-    changes.update(_norms(group, layers))
+    changes.update(_norms(group, layers, every))
+    if every:
+        changes["layer_if"] = _layer_if(group, others, weight, layers)
     if group[0].heads_list is not None or group[0].kv_list is not None:
         changes["heads_by"] = _heads_by(group, weight, layers)
     if len({f.attention.qk_norm_unit for f in group}) > 1:
         changes.update(qk_norm_unit=True, qk_norm_layers=_qk_norm_layers(group, weight, layers))
     if group[0].q_bias is not None:
-        t = template([f.q_bias for f in group])
+        t = template([f.q_bias for f in group], every)
         if t is None or t[1] != layers:
             raise Underivable("layout", f"the query biases of {group[0].q_weight} are not each layer's own")
         changes["q_bias"] = t[0]
     if any(f.q_scale for f in group):
-        t = template([f.q_scale or "" for f in group])
+        t = template([f.q_scale or "" for f in group], every)
         if t is None or t[1] != layers:
             raise Underivable("layout", f"the query scales of {group[0].q_weight} are not each layer's own")
         changes["q_scale"] = t[0]
@@ -122,11 +131,44 @@ def _merge(group: list[SiteFacts]) -> tuple[Attention, list[tuple[int, ...]]]:
     if len(k_norms) == 1 and (k_norm := k_norms.pop()) is not None:
         changes["k_norm"] = k_norm
     if group[0].qk_norm is not None:
-        qn = [template([f.qk_norm[i] for f in group]) for i in (0, 1)]
+        qn = [template([f.qk_norm[i] for f in group], every) for i in (0, 1)]
         if any(t is None or t[1] != layers for t in qn):
             raise Underivable("layout", f"the QK-norm gains of {group[0].q_weight} are not each layer's own")
         changes["qk_norm"] = (qn[0][0], qn[1][0])
     return dataclasses.replace(first, **changes), layers
+
+
+def _apart(group: list[SiteFacts], others) -> bool:
+    """Whether another stack's sites are named as the group's are, at other layers (PVT's stages that
+    attend to reduced keys, cross, and its last, self-attention): the two templates then number
+    every part, and Attention.layer_if says which layers each reads. Where the two read the same
+    layers (each run in both ways: DiffusionGemma's), no."""
+    if not others:
+        return False
+    mine, theirs = template([f.q_weight for f in group], True), template([f.q_weight for f in others], True)
+    return mine is not None and theirs is not None and not set(mine[1]) & set(theirs[1])
+
+
+def _layer_if(group: list[SiteFacts], others, weight: str, layers: list[tuple[int, ...]]) -> tuple:
+    """Attention.layer_if: a per-stage or per-layer list of the config whose value at one template field
+    is one value at the group's layers and never it at the others' (or the reverse)."""
+    theirs = template([f.q_weight for f in others], True)[1]
+    for key, values in (group[0].layer_lists or {}).items():
+        for n, name in enumerate(template_fields(weight)):
+            if any(v[n] >= len(values) for v in [*layers, *theirs]):
+                continue
+            here, there = {values[v[n]] for v in layers}, {values[v[n]] for v in theirs}
+            if here & there:
+                continue
+            if len(here) == 1:
+                return key, name, "==", here.pop()
+            if len(there) == 1:
+                return key, name, "!=", there.pop()
+    raise Underivable(
+        "layout",
+        f"{group[0].q_weight}'s template names another stack's tensors too ({others[0].q_weight}), and no "
+        "per-stage or per-layer list of the config tells their layers apart",
+    )
 
 
 def _heads_by(group: list[SiteFacts], weight: str, layers: list[tuple[int, ...]]) -> str:
@@ -165,8 +207,9 @@ def layer_numbers(sites: list[SiteFacts]) -> dict[tuple[str, str], tuple[str, in
     out = {}
     found: dict[str, int] = {}
     base = 0
-    for (stack, _), group, alike in _ordered(sites):
-        _, _, layers = _weights(group)
+    groups = _groups(sites)
+    for (stack, shape), group, alike in _ordered(sites):
+        _, _, layers = _weights(group, _apart(group, _alike(groups, stack, shape)))
         distinct = sorted(set(layers))
         ranks = {v: n for n, v in enumerate(distinct)}
         k, n_alike = alike or (0, 1)
@@ -286,10 +329,18 @@ def _alias(group: list[SiteFacts]) -> tuple[str, str] | None:
 
 def attentions(sites: list[SiteFacts], base: str) -> tuple[Attention, ...]:
     """The Attentions of the sites, in stack order, under the base model's prefix."""
+    groups = _groups(sites)
     return tuple(
-        dataclasses.replace(with_prefixes(_merge(group)[0], base, _alias(group)), interleave=alike)
-        for _, group, alike in _ordered(sites)
+        dataclasses.replace(
+            with_prefixes(_merge(group, _alike(groups, stack, shape))[0], base, _alias(group)), interleave=alike
+        )
+        for (stack, shape), group, alike in _ordered(sites)
     )
+
+
+def _alike(groups: dict, stack: str, shape: str) -> list[SiteFacts]:
+    """The sites of the other stacks whose weights are named as this group's are."""
+    return [s for (other, named), group in groups.items() if named == shape and other != stack for s in group]
 
 
 def record(model_type: str, sites: list[SiteFacts], base: str, rope: Rotary | None, tiny: Tiny) -> Record:

@@ -154,7 +154,17 @@ def build(config, cls=None, dtype: torch.dtype = torch.float64) -> torch.nn.Modu
     model.eval().to(dtype)
     _keep_complex(model, complex_buffers, dtype)
     _fit_rope_sections(model)
+    _uncached(model)
     return randomised(model)
+
+
+def _uncached(model) -> None:
+    """Caches of a model's own outputs by their inputs (OmDet-Turbo's text embeddings by prompt, an
+    LRU) made to miss, so that every traced forward runs the modules behind them."""
+    for module in model.modules():
+        for value in vars(module).values():
+            if type(value).__name__.endswith("LRUCache") and callable(getattr(value, "has", None)):
+                value.has = lambda key: False
 
 
 def _keep_complex(model, buffers: dict, dtype: torch.dtype) -> None:

@@ -30,6 +30,9 @@ CATEGORIES = {
 }
 
 
+TOO_FEW = "too few to tell which projection's columns they are"
+
+
 class Underivable(Exception):
     def __init__(self, category: str, reason: str):
         super().__init__(f"{category}: {reason}")
@@ -49,6 +52,7 @@ class Side:
     unit_norm: str | None = None  # a QK-norm without a gain between projection and product: "rms" or "centred"
     shared: bool = False  # another attention's projection and norm (Gemma 3n's layers that reuse an earlier one's keys)
     column_scale: tuple[str, str] | None = None  # (parameter, map) scaling each column after the projection
+    temperature: torch.Tensor | None = None  # [T]: each query's positive factor after its QK-norm, by position
 
 
 @dataclass
@@ -80,10 +84,13 @@ def _heads_view(t: torch.Tensor, batch: int) -> torch.Tensor:
 def open_positions(scores: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     """Positions the mask leaves open in both forwards: finite, and not a large negative value
     that the other tokens left (almost) as it was (masks add -inf, the dtype's minimum or -1e4 to
-    logits of a tiny model's size; smaller ones, Swin's -100, cancel between the forwards)."""
+    logits of a tiny model's size; smaller ones, Swin's -100, cancel between the forwards), nor
+    one that either forward's content masked (EoMT's queries kept off the patches outside the
+    masks they predict: -1e9 in one forward, open in the other)."""
     finite = torch.isfinite(scores) & torch.isfinite(other)
     fixed = (scores < -1e3) & ((scores - other).abs() <= 1e-3 * scores.abs())
-    return finite & ~fixed & (scores > -1e30)
+    content = ((scores < -1e6) | (other < -1e6)) & ~fixed
+    return finite & ~fixed & ~content & (scores > -1e30)
 
 
 def _is_window(open_: torch.Tensor) -> bool:
@@ -180,23 +187,34 @@ def _side(
 ) -> Side:
     """Trace the columns of one operand [N, H, T, c] back to one projection (through a QK-norm)."""
     n, h, t, c = operand.shape
+    if n * t <= 2:  # any two columns of two rows are multiples of each other plus a constant
+        raise Underivable(
+            "forward",
+            f"the {what} of the tiny model's {calls[0].name if calls else 'attention'} are {t} token(s) of {n} "
+            f"sequence(s): {TOO_FEW} (a grid shrunk to one token; SAM 2's Hiera runs a softmax over its heads' "
+            "product per token, unused)",
+        )
     target = operand.permute(0, 2, 1, 3).reshape(n * t, h * c)
     projections = [p for p in trace.projections if p.seq < before and as_rows(p.out, n, t) is not None]
     projections.reverse()  # the latest first
     matches = match_columns(target, [as_rows(p.out, n, t) for p in projections])
-    norm = unit = None
+    norm = unit = after_norm = temperature = None
     shared = False
     if any(m is None for m in matches):
         norm, matches, scales = _through_norm(target, trace, before, n, t, projections, calls)
         if norm is None:
             norm, matches, scales = _another_attentions(target, trace, before, n, t, projections, calls, what)
             shared = norm is not None
+        if norm is None and what == "queries":
+            norm, matches, scales, temperature = _by_position(target, trace, before, n, t, projections, calls)
         if norm is not None and _uneven(scales):  # a learned per-dimension scale after the norm (TimesFM 2.5's)
-            raise Underivable(
-                "not bilinear",
-                f"the {what} are {norm.name}'s outputs scaled differently per column ({min(scales):.3g} to "
-                f"{max(scales):.3g}): a learned per-dimension scale after the QK-norm",
-            )
+            after_norm = _column_scale(scales, h, c, trace, calls)
+            if after_norm is None:
+                raise Underivable(
+                    "not bilinear",
+                    f"the {what} are {norm.name}'s outputs scaled differently per column ({min(scales):.3g} to "
+                    f"{max(scales):.3g}), by no parameter of the attention's",
+                )
     if any(m is None for m in matches):
         unit, matches = _through_unit_norm(target, c, [as_rows(p.out, n, t) for p in projections])
     if any(m is None for m in matches):
@@ -220,6 +238,8 @@ def _side(
     rows = [[matches[head * c + j].column for j in range(c)] for head in range(h)]
     factors = [m.factor for m in matches]
     column_scale = None
+    if after_norm is not None:
+        column_scale, factors = after_norm[:2], [f * after_norm[2] for f in factors]
     if _uneven(factors) and norm is None and unit is None:
         found = _column_scale(factors, h, c, trace, calls)
         if found is None:
@@ -230,7 +250,10 @@ def _side(
     offsets = torch.tensor([m.offset / m.factor for m in matches], dtype=torch.float64).reshape(h, c)
     scale = max(float(target.abs().max()), 1e-300)
     added = offsets if norm is None and unit is None and float(offsets.abs().max()) > 1e-6 * scale else None
-    return Side(projection, rows, factors[0], norm, added, unit_norm=unit, shared=shared, column_scale=column_scale)
+    return Side(
+        projection, rows, factors[0], norm, added, unit_norm=unit, shared=shared, column_scale=column_scale,
+        temperature=temperature,
+    )  # fmt: skip
 
 
 def _column_scale(factors: list[float], h: int, c: int, trace: Trace, calls) -> tuple[str, str, float] | None:
@@ -395,6 +418,25 @@ def _through_norm(target, trace: Trace, before: int, n: int, t: int, projections
         if all(m is not None for m in matches):
             return norm, matches, [m.factor for m in found]
     return None, [None], []
+
+
+def _by_position(target, trace: Trace, before: int, n: int, t: int, projections: list[Projection], calls):
+    """As _through_norm, where each query is the QK-norm's output times a positive factor of its
+    position alone (Beam's NoPE layers: (1 + (p + 1) / 2048) ** 0.1, a temperature): the norm's
+    output holds all the operand's columns, so a row's factor is the ratio of the rows' lengths,
+    the same in every sequence. Returns (the norm call, matches, scales, the factor [T]), or
+    (None, [None], [], None)."""
+    for norm in reversed(_norm_calls(calls, before)):
+        rows = as_rows(norm.output, n, t)
+        if rows is None or rows.shape[1] != target.shape[1]:
+            continue
+        factor = (target.double().norm(dim=1) / rows.double().norm(dim=1).clamp_min(1e-300)).reshape(n, t)
+        if not bool((factor > 0).all()) or not torch.allclose(factor, factor[:1].expand(n, t), rtol=1e-6, atol=0):
+            continue
+        found, matches, scales = _through_norm(target / factor.reshape(-1, 1), trace, before, n, t, projections, [norm])
+        if found is not None:
+            return found, matches, scales, factor[0]
+    return None, [None], [], None
 
 
 def _scope(trace: Trace, calls: tuple[int, ...]) -> tuple[int, ...]:
@@ -596,16 +638,21 @@ def attention_calls(trace: Trace, again: Trace) -> list[AttentionCall]:
     """The attention calls of a forward (again: the same forwards on other tokens)."""
     if len(trace.softmaxes) != len(again.softmaxes):
         raise Underivable("layout", "two forwards of the same shapes ran different numbers of softmaxes")
-    found = []
+    found, few = [], None
     for s, o in zip(trace.softmaxes, again.softmaxes):
         try:
             call = attention_call(trace, s, again, o)
-        except Underivable:
+        except Underivable as e:
             if _learned_queries(trace, s, again, o):
                 continue  # a learned query's attention (SigLIP's pooling probe): not over the tokens' own queries
+            if TOO_FEW in e.reason:  # refused, unless a later call's reason says more (SAM 2's pooled queries)
+                few = few or e
+                continue
             raise
         if call is not None:
             found.append(call)
+    if few is not None:
+        raise few
     if not found:
         if trace.softmaxes and (qk := _projected_product(trace)) is not None:
             raise Underivable(

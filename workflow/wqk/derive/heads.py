@@ -179,6 +179,8 @@ class HeadKeys(NamedTuple):
     groups: tuple[str, str] = ()  # the query's and key's group counts of grouped 1x1 convolutions (SqueezeBERT's)
     layer_flags: dict | None = None  # the config's per-layer lists of flags, by key (Llama 4's no_rope_layers)
     kv_shared: str | None = None  # the count of last layers that reuse an earlier layer's keys (Gemma 3n's)
+    kv_from_weight: bool = False  # no field states the key heads: the k weight's rows do (MiMo-V2-Flash's)
+    layer_lists: dict | None = None  # the config's per-stage or per-layer lists of values, by key (PVT's sr_ratios)
 
 
 def head_keys(trace: Trace, root):
@@ -193,7 +195,10 @@ def head_keys(trace: Trace, root):
         groups = tuple(_group_key(own, path, call.name, g) for g in groups) if groups != (1, 1) else ()
         sources = functools.partial(_init_sources, trace, call)
         return _head_counts(call, heads, kv, own, type(config).__name__, path, sources)._replace(
-            groups=groups, layer_flags=_layer_flags(own, path), kv_shared=_kv_shared(own, path, call, producer)
+            groups=groups,
+            layer_flags=_layer_flags(own, path),
+            kv_shared=_kv_shared(own, path, call, producer),
+            layer_lists=_layer_lists(own, path),
         )
 
     return keys
@@ -219,7 +224,12 @@ def _head_counts(
     if not found:
         found = _of_stack(_keys_equal(_in_dicts(own), heads, HEADS, KV), call.name)
     _one_field(own, name, call.name, heads, found)
-    kv_key, multi_query, kv_list = _kv_key(own, name, call.name, heads, kv)
+    try:
+        kv_key, multi_query, kv_list = _kv_key(own, name, call.name, heads, kv)
+    except Underivable:
+        if heads % kv:
+            raise
+        return HeadKeys(path + found[0], None, False, heads_list, None, None, kv_from_weight=True)
     return HeadKeys(path + found[0], path + kv_key if kv_key else None, multi_query, heads_list, None, kv_list)
 
 
@@ -254,6 +264,16 @@ def _layer_flags(own: dict, path: str) -> dict[str, list]:
         path + k: list(v)
         for k, v in own.items()
         if isinstance(v, (list, tuple)) and len(v) > 1 and all(isinstance(x, int) and x in (0, 1) for x in v)
+    }
+
+
+def _layer_lists(own: dict, path: str) -> dict[str, list]:
+    """The config's lists of one integer or name per stage or layer (PVT's sr_ratios, SuperGlue's
+    gnn_layers_types), by key."""
+    return {
+        path + k: list(v)
+        for k, v in own.items()
+        if isinstance(v, (list, tuple)) and len(v) > 1 and all(isinstance(x, (int, str)) for x in v)
     }
 
 

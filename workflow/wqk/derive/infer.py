@@ -56,6 +56,7 @@ class SiteFacts:
     alias: tuple[str, str] | None = None  # (saved prefix, held prefix) where they differ: assemble
     kv_list: list | None = None  # the config's key heads per layer, where its kv key names a list
     layer_flags: dict | None = None  # the config's per-layer lists of flags, by key (heads.HeadKeys)
+    layer_lists: dict | None = None  # the config's per-stage or per-layer lists of values, by key (heads.HeadKeys)
     kv_from: bool = False  # k_weight and qk_norm[1] are another layer's (Attention.kv_shared), until _as_saved
     q_scale: str | None = None  # the parameter scaling the queries' columns (Attention.q_scale)
 
@@ -72,9 +73,10 @@ def _layout(q: Side, k: Side, heads: int, kv_of: list[int], c: int, fused: bool)
         gated = q.projection.out.shape[-1] == 2 * heads * c and rows_q == [
             h * 2 * c + j for h in range(heads) for j in range(c)
         ]
-        if rows_q != want_q and not gated:
+        alike = _one_order_a_head(q.rows, rows_k, kv_of, c)
+        if rows_q != want_q and not gated and not alike:
             return _no_layout("query", q)
-        if any(rows_k[g] != [g * c + j for j in range(c)] for g in rows_k):
+        if any(rows_k[g] != [g * c + j for j in range(c)] for g in rows_k) and not alike:
             return _no_layout("key", k)
         out_k = k.projection.out.shape[-1]
         if gated:
@@ -105,6 +107,18 @@ def _shards(rows: int, heads: int, c: int):
         return (t // rows) * 3 * rows + part * rows + t % rows
 
     return [row(t, 0) for t in range(heads * c)], lambda g: [row(g * c + j, 2) for j in range(c)]
+
+
+def _one_order_a_head(q_rows: list[list[int]], k_rows: dict, kv_of: list[int], c: int) -> bool:
+    """Whether each query head reads its own head's rows, and its key head its own, in one order the
+    two share (Qwen2.5-Omni's DiT de-interleaves its first head's q and k alike before a rotary of
+    that head alone): q_h . k_g sums the same products in any order, so the blocks read in order
+    have the form the product has."""
+    for h, rows in enumerate(q_rows):
+        order = [r - h * c for r in rows]
+        if sorted(order) != list(range(c)) or [r - kv_of[h] * c for r in k_rows[kv_of[h]]] != order:
+            return False
+    return True
 
 
 def _no_layout(what: str, side: Side):
@@ -210,6 +224,10 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
         found = config_keys(call.call, heads, kv, groups, producer=_layer_of(trace, k.projection))
     else:
         found = config_keys(call.call, heads, kv, groups)
+    if found.kv_from_weight and fused:
+        raise Underivable(
+            "config", f"{call.call.name}: no field states its {kv} key heads, and its fused weight cannot tell them"
+        )
     if found.groups and fused:
         raise Underivable("layout", f"{q.projection.weight}: a fused q/k/v weight of grouped convolutions")
     feeding = _norm_source(trace, q.projection.x, q.projection.seq)
@@ -259,6 +277,7 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
         heads_ratio=found.heads_ratio,
         kv_heads=(found.kv,) if found.kv else (),
         multi_query=found.multi_query,
+        kv_heads_from_weight=found.kv_from_weight,
         bias=_bias(q, k),
         gain_offset=gain_offset,
         norm_centred=centred,
@@ -271,7 +290,7 @@ def site_facts(trace: Trace, call: AttentionCall, config_keys) -> SiteFacts:
         stack, attention, call.call.name, found.heads_list, q_bias, q.projection.weight, k.projection.weight, norm.name + ".weight" if norm else None,
         feeding.name + ".weight" if feeding else None, k_norm, qk_norm, heads, kv, c, call.scale, q.factor * k.factor,
         call.position_terms, call.extra_logits, call.mask, kv_list=found.kv_list,
-        layer_flags=found.layer_flags, kv_from=k.shared, q_scale=q.column_scale[0] if q.column_scale else None,
+        layer_flags=found.layer_flags, layer_lists=found.layer_lists, kv_from=k.shared, q_scale=q.column_scale[0] if q.column_scale else None,
     )  # fmt: skip
 
 

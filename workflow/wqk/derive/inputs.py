@@ -845,6 +845,8 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
         kwargs["feature_lens"] = torch.tensor([kwargs["input_features"].shape[-1]])
     if "input_features_mask" in params and "input_features" in kwargs:  # Qwen3-ASR, Audio Flamingo 3
         kwargs["input_features_mask"] = _every_frame(kwargs["input_features"])
+    if {"quantized_code", "condition_vector", "speaker_embedding", "time_step"} <= set(params) and not kwargs:
+        kwargs.update(_dit_inputs(config, g))
     for name in ("hidden_states", "query_embeds", "inputs_embeds", "context"):
         p = params.get(name)
         if p is not None and p.default is inspect.Parameter.empty and not kwargs:
@@ -888,6 +890,22 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
 
 
 POOL = 4  # patches pooled into one token
+
+
+def _dit_inputs(config, g) -> dict:
+    """A code-to-mel DiT's (Qwen2.5-Omni's talker): noised mel frames, `repeats` a code, a reference
+    mel, a speaker embedding per frame, the codes, and one time step (no classifier-free guidance,
+    which would double the batch)."""
+    codes = 4
+    frames = codes * config.repeats
+    return dict(
+        hidden_states=torch.randn(B, frames, config.mel_dim, generator=g, dtype=torch.float64),
+        condition_vector=torch.randn(B, 6, config.mel_dim, generator=g, dtype=torch.float64),
+        speaker_embedding=torch.randn(B, frames, config.enc_emb_dim, generator=g, dtype=torch.float64),
+        quantized_code=torch.randint(0, config.num_embeds, (B, codes), generator=g),
+        time_step=torch.full((B,), 0.5, dtype=torch.float64),
+        apply_cfg=False,
+    )
 
 
 def _layers_concatenated(config, name: str) -> int:

@@ -159,14 +159,27 @@ def _first_that_runs(model, module, name: str, method: str = "__call__") -> tupl
     for inputs, other in zip(variants, others):
         for default in (None, torch.float64):
             try:
-                with tracing(model) as trace, default_dtype(default):
-                    getattr(module, method)(**inputs)
-                return Step(name, inputs, other, default, method), trace
+                return Step(name, inputs, other, default, method), _traced(model, module, method, inputs, default)
             except Exception as e:
                 error = e if DTYPE_CLASH.search(str(e)) and not DTYPE_CLASH.search(str(error)) else error or e
                 if not FLOAT32_MADE.search(str(e)):
                     break
     return error
+
+
+def _traced(model, module, method: str, inputs: dict, default) -> Trace:
+    """The trace of one call of the module's method; under SDPA where its attention has no eager
+    path (Qwen2.5-Omni's DiT looks its attention function up with no fallback: KeyError 'eager')."""
+    for attempt in range(2):
+        try:
+            with tracing(model) as trace, default_dtype(default):
+                getattr(module, method)(**inputs)
+            return trace
+        except KeyError as e:
+            if attempt or e.args != ("eager",) or not callable(getattr(module, "set_attn_implementation", None)):
+                raise
+            module.set_attn_implementation("sdpa")
+    raise AssertionError("unreachable")
 
 
 def _for_method(module, method: str, seed: int) -> list[dict]:
@@ -250,6 +263,7 @@ def plan(model) -> list[Step]:
     else:
         error = found
     attentions = [name for name, _, cross in attention_modules(model) if not cross]
+    failed = []  # (tower, its error): raised unless towers inside it reach its attention
     for tower in nested_towers(model):
         left_out = [a for a in attentions if a.startswith(tower.name + ".") and a not in ran]
         if steps and tower.name in softmax and not left_out:
@@ -262,6 +276,10 @@ def plan(model) -> list[Step]:
         if isinstance(found, tuple):
             step(found)
         elif _has_attention(tower) and not any(tower.name.startswith(s.module + ".") for s in steps if s.module):
+            failed.append((tower, found))
+    every = [name for name, _, _ in attention_modules(model)]
+    for tower, found in failed:  # Qwen2.5-Omni's token2wav, whose DiT inside it runs on its own
+        if any(a.startswith(tower.name + ".") and a not in ran for a in every):
             own = f"; its own forward: {type(error).__name__}: {error}" if error is not None else ""
             raise RuntimeError(f"its tower {tower.name} ({tower.module.config.model_type}) could not run: {found}{own}")
     for name, module in _shared_config_models(model):

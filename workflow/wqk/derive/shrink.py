@@ -195,6 +195,34 @@ HINTS["perception_lm"] = {
     "vision_config.model_args": {"embed_dim": 1024},
 }
 HINTS["qwen4_exp"] = {f"text_config.{k}": v for k, v in QSA.items()}
+# its projector's two stride-2 convolutions reduce the vision tower's grid fourfold per side: an image of 128
+# (16 x 16 patches of 8) leaves its decoder's cross-attention 16 keys, where the default 32 left one (any two
+# rows fit a column to any other)
+HINTS["pp_formulanet"] = {"vision_config.image_size": 128}
+# its ProbSparse attention scores a content-chosen subset of queries (the top u by a sparsity measure over
+# randomly sampled keys) against every key, through the same q and k projections as its full attention, and
+# gives the others no logits: traced under full attention, whose logits for those queries are the same form
+HINTS["informer"] = {"attention_type": "full"}
+# four stages of keys reduced 8, 4 and 2 times a side, then not: an image of 128 leaves the first stage's 32 x 32
+# tokens 16 keys (the default 32 left one, where any two rows fit a column to any other)
+HINTS["pvt_v2"] = HINTS["segformer"] = HINTS["glpn"] = {"image_size": 128}
+# its default backbone is timm's Swin, read at three levels of 192, 384 and 768 channels through LayerNorms
+# over channels-last maps (timm's layout): the ResNet the shrinking swaps in, at three stages of its own widths,
+# with no such norm; its text tower narrower than its decoder, as its checkpoint's (transformers builds the task
+# projection only where the two widths differ)
+HINTS["omdet-turbo"] = {
+    "apply_layernorm_after_vision_backbone": False,
+    "backbone_config.depths": [1, 1, 1],
+    "backbone_config.hidden_sizes": [32, 64, 96],
+    "backbone_config.out_features": ["stage1", "stage2", "stage3"],
+    "encoder_in_channels": [32, 64, 96],
+    "text_config.hidden_size": 48,
+    "text_config.intermediate_size": 96,
+    "text_projection_in_dim": 48,
+    "text_projection_out_dim": 48,
+    "class_embed_dim": 48,
+    "decoder_num_layers": 2,
+}
 
 
 class _Counts:
@@ -580,6 +608,10 @@ STAGES = {
     # the last stage alone reads a class token, and reduces no keys (sequence_reduction_ratios [8, 4, 2, 1]):
     # two stages cut from the four would reduce a sequence that holds it
     "pvt": 4,
+    # PVT v2's, SegFormer's and GLPN's: their last stage alone reduces no keys (sr_ratios [8, 4, 2, 1])
+    "pvt_v2": 4,
+    "segformer": 4,
+    "glpn": 4,
 }
 STAGE_HEADS = (3, 6, 12, 24)  # per-stage head counts of hierarchical vision models (Swin): width 96, 192, ...
 

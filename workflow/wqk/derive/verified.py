@@ -69,6 +69,8 @@ def no_rotation(model):
             if name.endswith("inv_freq"):
                 saved.append((buf, buf.clone()))
                 buf.zero_()
+    for _, module, _ in attention_modules(model):
+        hooks.append(module.register_forward_pre_hook(_unrotated_pair, with_kwargs=True))
     for name, buf in _timm_rotary_tables(model):  # timm's 2-d rotary (EVA's, the Perception Encoder's)
         saved.append((buf, buf.clone()))
         with torch.no_grad():
@@ -168,6 +170,20 @@ def _at_position_zero(module, args, kwargs):
     return args, kwargs
 
 
+def _unrotated_pair(module, args, kwargs):
+    """An attention module's position_embeddings, a (cos, sin) pair whatever computed it (LightGlue's
+    angles, a learned map of each keypoint's coordinates), as cos 1 and sin 0; left as it is where
+    it already rotates by nothing (the other undoings reached it: CodeGen's pair is (sin, cos))."""
+    pair = kwargs.get("position_embeddings")
+    if isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, torch.Tensor) for t in pair):
+        cos, sin = pair
+        unit = cos.shape == sin.shape and cos.is_floating_point() and bool(((cos**2 + sin**2 - 1).abs() < 1e-3).all())
+        still = any(bool((a == 1).all()) and bool((b == 0).all()) for a, b in ((cos, sin), (sin, cos)))
+        if unit and not still:
+            kwargs = {**kwargs, "position_embeddings": (torch.ones_like(cos), torch.zeros_like(sin))}
+    return args, kwargs
+
+
 def _positions(t) -> bool:
     return isinstance(t, torch.Tensor) and not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool
 
@@ -238,11 +254,15 @@ def record_of(model_type, model, steps, traces, keys, save, base: str, tiny: Tin
             position_terms=any(f.position_terms for f in facts),
             extra_logits=max(f.extra_logits for f in facts),
             per_head_scale=any(c.per_head_scale for c in calls),  # a positive scale a head, left out of its form
+            **({"query_temperature": TEMPERATURE} if any(c.q.temperature is not None for c in calls) else {}),
             modality=modality or _modality(model, nested_towers(model), facts, steps),
             **rope_facts,
             **remedies,
         ),
     )
+
+
+TEMPERATURE = "a positive factor of each query's position after its QK-norm, left out of the form"
 
 
 def _modality(model, towers, facts, steps=()) -> str:
@@ -283,9 +303,15 @@ def _by_cross(facts):
             and not any("encoder" in p for p in parts)
         )
 
+    def shape(f) -> str:
+        return ".".join("#" if p.isdigit() else p for p in f.q_weight.split("."))
+
+    # a template's layers all go one way (BLIP-2's Q-Former holds cross-attention in every other layer: its
+    # self-attention layers, one template, are the decoder's, not some of them the encoder's too)
+    decoders = {shape(f) for f in facts if f.stack == "encoder" and decoder(f)}
     return [
         dataclasses.replace(f, stack="decoder", attention=dataclasses.replace(f.attention, stack="decoder"))
-        if f.stack == "encoder" and decoder(f)
+        if f.stack == "encoder" and shape(f) in decoders
         else f
         for f in facts
     ]
@@ -559,6 +585,9 @@ def _bilinear_calls(model, steps, trace, again):
 
 
 def _blocks_of(calls: list[AttentionCall], facts, blocks, layers):
+    """(call, the block the reader read for it) for each call; raises where the reader found none
+    for a call, or read a block no call ran as whose tensors another stack reads too (templates of
+    two stacks that name the same tensors, which the record does not tell apart)."""
     pairs = []
     for c, f in zip(calls, facts):
         key = layers[(f.stack, f.q_weight)]
@@ -566,6 +595,22 @@ def _blocks_of(calls: list[AttentionCall], facts, blocks, layers):
         if block is None:
             raise Underivable("verify", f"the reader found no {key[0]} layer {key[1]} ({c.call.name})")
         pairs.append((c, block))
+    ran = {layers[(f.stack, f.q_weight)] for f in facts}
+    # a block no call ran as, whose tensors another stack's block reads too (a layer its forward ran over
+    # copies of one token is no call and reads its own: X-CLIP's first message attention, over one class
+    # embedding a frame)
+    extra = sorted(
+        k
+        for k, b in blocks.items()
+        if k not in ran and any(o.stack != k[0] and torch.equal(o.q, b.q) for o in blocks.values())
+    )
+    if extra:
+        listed = ", ".join(f"{stack} layer {layer}" for stack, layer in extra[:4])
+        raise Underivable(
+            "layout",
+            f"the record reads {listed} from the tiny model, as no attention call ran them (a template of one stack "
+            "that names another's tensors too): no record field tells its layers apart",
+        )
     return pairs
 
 

@@ -122,6 +122,8 @@ def seen(call: AttentionCall, first: Trace, again: Trace) -> Seen:
             _unit_scaling(side, operand, projection)
             for side, operand, projection in zip((call.q, call.k), (product.a, product.k), projections)
         ]
+    if call.q.temperature is not None:  # each query's factor of its position (Beam's), as the norm's
+        scalings[0] = scalings[0] * call.q.temperature.to(scalings[0].dtype)
     xs = [_batch_first(p.x, operand) for p, operand in zip(projections, (call.product.a, call.product.k))]
     return Seen(call.call.name, xs[0], xs[1], softmax.scores, *scalings, key_offset=call.key_offset)
 
