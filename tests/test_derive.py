@@ -1877,19 +1877,26 @@ def test_a_queries_factor_of_its_position_after_the_qk_norm_is_a_temperature():
         _two_input_calls(_TemperedAttention(by_content))
 
 
+class _TwoHeads(torch.nn.Module):
+    """q_proj and k_proj of width 8, read as 2 heads of 4 (a toy attention's forward is its own)."""
+
+    def __init__(self):
+        super().__init__()
+        self.q_proj, self.k_proj = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+    @staticmethod
+    def heads(t: torch.Tensor) -> torch.Tensor:
+        return t.view(t.shape[0], -1, 2, 4).transpose(1, 2)
+
+
 def test_keys_of_one_token_in_two_sequences_name_no_projection():
     """SegFormer's tiny grid reduced to one key token: two rows, where any column is a multiple of
     any other plus a constant, so a match would be chance (and the logits test vacuous, one key a
     row): refused as the tiny forward's, not read as keys scaled per column."""
 
-    class OneKey(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.q_proj, self.k_proj = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
-
+    class OneKey(_TwoHeads):
         def forward(self, x, memory):
-            q = self.q_proj(x).view(2, -1, 2, 4).transpose(1, 2)
-            k = self.k_proj(memory[:, :1]).view(2, 1, 2, 4).transpose(1, 2)
+            q, k = self.heads(self.q_proj(x)), self.heads(self.k_proj(memory[:, :1]))
             return torch.softmax(q @ k.transpose(-1, -2), dim=-1)
 
     with pytest.raises(Underivable, match=r"1 token\(s\) of 2 sequence\(s\): too few") as e:
@@ -1903,14 +1910,9 @@ def test_logits_masked_by_the_content_are_closed_positions_the_others_fit():
     the logits left open are the form."""
     from wqk.derive.calls import open_positions
 
-    class ContentMasked(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.q_proj, self.k_proj = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
-
+    class ContentMasked(_TwoHeads):
         def forward(self, x, memory):
-            q = self.q_proj(x).view(2, -1, 2, 4).transpose(1, 2)
-            k = self.k_proj(x).view(2, -1, 2, 4).transpose(1, 2)
+            q, k = self.heads(self.q_proj(x)), self.heads(self.k_proj(x))
             masked = (x[..., 0] > 1.0)[:, None, None, :] & ~torch.eye(5, dtype=torch.bool)
             return torch.softmax((q @ k.transpose(-1, -2)).masked_fill(masked, -1e9), dim=-1)
 
