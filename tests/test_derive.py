@@ -784,6 +784,24 @@ def test_a_heads_rows_in_one_order_its_key_head_shares_read_in_order():
     assert not _one_order_a_head([[0, 2, 1, 3], [4, 5, 6, 7]], {0: [0, 2, 1, 3]}, [0, 0], 4)
 
 
+def test_stages_are_told_apart_by_a_list_of_the_configs_not_by_their_sizes():
+    """SegFormer's stages differ in their widths and head counts too, by other values in each
+    checkpoint (b0's hidden_sizes end in 256, b2's in 512): layer_if names the list that says what
+    the stage does (sr_ratios: 1 where no keys are reduced), whatever the config lists first; where
+    no list tells the layers apart, the record is refused."""
+    from wqk.derive.assemble import _layer_if
+
+    lists = {"hidden_sizes": [32, 64, 160, 256], "num_attention_heads": [1, 2, 5, 8], "sr_ratios": [8, 4, 2, 1]}
+    self_site = SimpleNamespace(q_weight="encoder.block.3.0.q", layer_lists=lists)
+    cross = [SimpleNamespace(q_weight=f"encoder.block.{i}.0.q", layer_lists=lists) for i in range(3)]
+    weight = "encoder.block.{i}.{j}.q"
+    assert _layer_if([self_site], cross, weight, [(3, 0)]) == ("sr_ratios", "i", "==", 1)
+    assert _layer_if(cross, [self_site], weight, [(0, 0), (1, 0), (2, 0)]) == ("sr_ratios", "i", "!=", 1)
+    sizes_only = {k: v for k, v in lists.items() if k != "sr_ratios"}
+    with pytest.raises(Underivable, match="no per-stage or per-layer list of the config tells their layers apart"):
+        _layer_if([SimpleNamespace(q_weight="encoder.block.3.0.q", layer_lists=sizes_only)], cross, weight, [(3, 0)])
+
+
 def test_a_block_two_stacks_read_that_no_call_ran_as_is_refused():
     """A record whose encoder and cross templates name the same tensors reads each layer twice;
     the derivation refuses it where a block is one no call ran as (PVT's and SuperGlue's records

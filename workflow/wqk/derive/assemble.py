@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 
 from ..adapters.record import Attention, Record, Rotary, Tiny, template_fields
 from ..contracts import stack_rank
@@ -138,6 +139,12 @@ def _merge(group: list[SiteFacts], others: list[SiteFacts] = ()) -> tuple[Attent
     return dataclasses.replace(first, **changes), layers
 
 
+# per-stage lists of sizes (SegFormer's hidden_sizes [32, 64, 160, 256], num_attention_heads [1, 2, 5, 8]) differ
+# from stage to stage in every checkpoint, by another value in each: a layer_if on them would read another
+# checkpoint's stages wrongly
+SIZES = re.compile(r"size|dim|width|hidden|head|depth|channel|embed")
+
+
 def _apart(group: list[SiteFacts], others) -> bool:
     """Whether another stack's sites are named as the group's are, at other layers (PVT's stages that
     attend to reduced keys, cross, and its last, self-attention): the two templates then number
@@ -154,6 +161,8 @@ def _layer_if(group: list[SiteFacts], others, weight: str, layers: list[tuple[in
     is one value at the group's layers and never it at the others' (or the reverse)."""
     theirs = template([f.q_weight for f in others], True)[1]
     for key, values in (group[0].layer_lists or {}).items():
+        if SIZES.search(key.rpartition(".")[2]):  # widths and head counts tell stages apart by chance
+            continue
         for n, name in enumerate(template_fields(weight)):
             if any(v[n] >= len(values) for v in [*layers, *theirs]):
                 continue
