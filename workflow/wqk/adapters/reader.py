@@ -83,13 +83,15 @@ def _key_fields(ckpt: Checkpoint, a: Attention, fields: dict) -> dict | None:
     return None if producer is None else dict(fields, **{a.fields[0]: producer})
 
 
-def _layer_kept(ckpt: Checkpoint, a: Attention, fields: dict) -> bool:
-    """Whether the template reads this layer (Attention.layer_if)."""
+def _layers_kept(ckpt: Checkpoint, a: Attention, numbers: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """The template's layers (their field values) that it reads (Attention.layer_if)."""
     key, field, op, value = a.layer_if
-    values, index = per_layer_list(ckpt, key), fields[field]
-    if index >= len(values):
-        raise CorruptCheckpoint(f"{ckpt.model_id}: {key} has {len(values)} entries, none for {a.weight} at {index}")
-    return (values[index] == value) == (op == "==")
+    values, at = per_layer_list(ckpt, key), a.fields.index(field)
+    if any(v[at] >= len(values) for v in numbers):
+        raise CorruptCheckpoint(
+            f"{ckpt.model_id}: {key} has {len(values)} entries, none for some layer of {a.weight} ({field})"
+        )
+    return [v for v in numbers if (values[v[at]] == value) == (op == "==")]
 
 
 def _count(value, fields: dict, a: Attention) -> int:
@@ -123,7 +125,7 @@ def locate(ckpt: Checkpoint, record: Record) -> list[Site]:
                 )
             continue
         if a.layer_if is not None:
-            numbers = [v for v in numbers if _layer_kept(ckpt, a, dict(zip(a.fields, v)))]
+            numbers = _layers_kept(ckpt, a, numbers)
         stack = "decoder" if a.as_decoder and ckpt.config.get(a.as_decoder) else a.stack
         k, n_alike = a.interleave or (0, 1)
         if k == 0:

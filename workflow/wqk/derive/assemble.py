@@ -235,9 +235,13 @@ def _groups(sites: list[SiteFacts]) -> dict[tuple[str, str], list[SiteFacts]]:
     layer called again counts once)."""
     groups: dict[tuple[str, str], dict[str, SiteFacts]] = {}
     for s in sites:
-        shape = ".".join("#" if p.isdigit() else p for p in s.q_weight.split("."))
-        groups.setdefault((s.stack, shape), {}).setdefault(s.q_weight, s)
+        groups.setdefault((s.stack, weight_shape(s.q_weight)), {}).setdefault(s.q_weight, s)
     return {k: list(v.values()) for k, v in groups.items()}
+
+
+def weight_shape(name: str) -> str:
+    """A weight's name with its numbers as #: the names of one template's layers share it."""
+    return ".".join("#" if p.isdigit() else p for p in name.split("."))
 
 
 Entry = tuple[tuple[str, str], list[SiteFacts], tuple[int, int] | None]

@@ -224,13 +224,11 @@ def _head_counts(
     if not found:
         found = _of_stack(_keys_equal(_in_dicts(own), heads, HEADS, KV), call.name)
     _one_field(own, name, call.name, heads, found)
-    try:
-        kv_key, multi_query, kv_list = _kv_key(own, name, call.name, heads, kv)
-    except Underivable:
-        if heads % kv:
-            raise
-        return HeadKeys(path + found[0], None, False, heads_list, None, None, kv_from_weight=True)
-    return HeadKeys(path + found[0], path + kv_key if kv_key else None, multi_query, heads_list, None, kv_list)
+    kv_key, multi_query, kv_list, from_weight = _kv_key(own, name, call.name, heads, kv)
+    return HeadKeys(
+        path + found[0], path + kv_key if kv_key else None, multi_query, heads_list, None, kv_list,
+        kv_from_weight=from_weight,
+    )  # fmt: skip
 
 
 KV_SHARED = re.compile(r"kv_shared|shared_kv")
@@ -260,11 +258,7 @@ GROUPS = re.compile(r"groups$")
 
 def _layer_flags(own: dict, path: str) -> dict[str, list]:
     """The config's per-layer lists of flags (booleans or 0 and 1: Llama 4's no_rope_layers), by key."""
-    return {
-        path + k: list(v)
-        for k, v in own.items()
-        if isinstance(v, (list, tuple)) and len(v) > 1 and all(isinstance(x, int) and x in (0, 1) for x in v)
-    }
+    return {k: v for k, v in _layer_lists(own, path).items() if all(isinstance(x, int) and x in (0, 1) for x in v)}
 
 
 def _layer_lists(own: dict, path: str) -> dict[str, list]:
@@ -311,22 +305,25 @@ def _one_field(own: dict, name: str, call_name: str, heads: int, found: list[str
         )
 
 
-def _kv_key(own: dict, name: str, call_name: str, heads: int, kv: int) -> tuple[str | None, bool, list | None]:
-    """(kv key or None, multi_query, the key heads per layer where the key names a list): a list is read
-    even where a layer has as many key heads as query heads (Sapiens2's first and last layers), so that
-    every layer reads the same key."""
+def _kv_key(own: dict, name: str, call_name: str, heads: int, kv: int) -> tuple[str | None, bool, list | None, bool]:
+    """(kv key or None, multi_query, the key heads per layer where the key names a list, whether the
+    k weight's rows tell them): a list is read even where a layer has as many key heads as query heads
+    (Sapiens2's first and last layers), so that every layer reads the same key; where no field holds
+    the count (MiMo-V2-Flash's sliding layers: num_key_value_heads * 2 in its code), the weight."""
     lists = [(k, v) for k, v in _lists_holding(own, kv) if KV.search(k)]
     if len(lists) == 1:
-        return lists[0][0], False, lists[0][1]
+        return lists[0][0], False, lists[0][1], False
     if kv == heads:
-        return None, False, None
+        return None, False, None, False
     kv_found = _of_stack(_keys_equal(own, kv, KV), call_name)
     if len(kv_found) == 1:
-        return kv_found[0], False, None
+        return kv_found[0], False, None, False
     if kv == 1:
-        return None, True, None
+        return None, True, None, False
+    if heads % kv == 0:
+        return None, False, None, True
     raise Underivable(
         "config",
-        f"{call_name}: no key-head field of {name} equals the {kv} key heads seen: its code "
-        f"computes them (MiMo-V2-Flash's sliding layers: num_key_value_heads * 2), {UNTOLD}",
+        f"{call_name}: no key-head field of {name} equals the {kv} key heads seen, and the {heads} query heads "
+        f"do not share them evenly: its code computes them, {UNTOLD}",
     )

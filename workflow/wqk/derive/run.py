@@ -170,16 +170,19 @@ def _first_that_runs(model, module, name: str, method: str = "__call__") -> tupl
 def _traced(model, module, method: str, inputs: dict, default) -> Trace:
     """The trace of one call of the module's method; under SDPA where its attention has no eager
     path (Qwen2.5-Omni's DiT looks its attention function up with no fallback: KeyError 'eager')."""
-    for attempt in range(2):
-        try:
-            with tracing(model) as trace, default_dtype(default):
-                getattr(module, method)(**inputs)
-            return trace
-        except KeyError as e:
-            if attempt or e.args != ("eager",) or not callable(getattr(module, "set_attn_implementation", None)):
-                raise
-            module.set_attn_implementation("sdpa")
-    raise AssertionError("unreachable")
+
+    def run() -> Trace:
+        with tracing(model) as trace, default_dtype(default):
+            getattr(module, method)(**inputs)
+        return trace
+
+    try:
+        return run()
+    except KeyError as e:
+        if e.args != ("eager",) or not callable(getattr(module, "set_attn_implementation", None)):
+            raise
+    module.set_attn_implementation("sdpa")
+    return run()
 
 
 def _for_method(module, method: str, seed: int) -> list[dict]:

@@ -303,15 +303,14 @@ def _by_cross(facts):
             and not any("encoder" in p for p in parts)
         )
 
-    def shape(f) -> str:
-        return ".".join("#" if p.isdigit() else p for p in f.q_weight.split("."))
+    from .assemble import weight_shape
 
     # a template's layers all go one way (BLIP-2's Q-Former holds cross-attention in every other layer: its
     # self-attention layers, one template, are the decoder's, not some of them the encoder's too)
-    decoders = {shape(f) for f in facts if f.stack == "encoder" and decoder(f)}
+    decoders = {weight_shape(f.q_weight) for f in facts if f.stack == "encoder" and decoder(f)}
     return [
         dataclasses.replace(f, stack="decoder", attention=dataclasses.replace(f.attention, stack="decoder"))
-        if f.stack == "encoder" and shape(f) in decoders
+        if f.stack == "encoder" and weight_shape(f.q_weight) in decoders
         else f
         for f in facts
     ]
