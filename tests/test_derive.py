@@ -238,6 +238,44 @@ def test_a_type_without_a_hand_record_scores_through_its_derived_record(tmp_path
     assert get_record("mpnet").attention[0].weight == "encoder.layer.{i}.attention.attn.{p}.weight"
 
 
+def assert_cross_only(result) -> None:
+    """A type whose every attention reads its keys from another input than its queries: a record of
+    cross-attention alone, no self-attention stack and so no objective."""
+    assert result.ok, (result.category, result.reason)
+    assert {a.stack for a in result.record.attention} == {"cross"} and result.record.objectives == {}
+
+
+@pytest.mark.slow  # a derivation, a score and an aggregation
+def test_a_type_of_cross_attention_alone_scores_and_aggregates_as_cross_attention(tmp_path, monkeypatch):
+    """CvT: queries and keys read two convolutions of the tokens. `wqk score` reads every layer as the
+    cross stack; a catalogue row names no objective (its record has none to give, and one given is
+    refused); the aggregates file it under cross-attention."""
+    import pandas as pd
+
+    from wqk.aggregate import aggregate
+    from wqk.catalogue import CatalogueError, load_catalogue
+    from wqk.cli import main
+
+    monkeypatch.setenv("WQK_CACHE", str(tmp_path / "cache"))
+    assert main(["tiny", "cvt", "--out", str(tmp_path / "cvt")]) == 0
+    assert main(["score", str(tmp_path / "cvt"), "--out", str(tmp_path / "s.parquet"), "--device", "cpu"]) == 0
+    scores = pd.read_parquet(tmp_path / "s.parquet")
+    config = json.loads((tmp_path / "cvt" / "config.json").read_text())
+    heads = scores[scores.scope == "head"]
+    assert set(heads["stack"]) == {"cross"}
+    assert len(heads) == sum(d * h for d, h in zip(config["depth"], config["num_heads"]))
+    header = "model_id\tsource\tfamily\tmodality\tfigure\tsynthetic\tobjective_encoder\tobjective_decoder"
+    path = tmp_path / "c.tsv"
+    path.write_text(f"{header}\n{scores.model.iloc[0]}\ttiny:cvt\tCvT\tvision\tvision\tTrue\t\t\n")
+    (row,) = load_catalogue(path)
+    assert (row["objective_encoder"], row["objective_decoder"]) == ("", "")
+    out = aggregate(scores, pd.DataFrame([row]))
+    assert set(out["models"]["objective"]) == {"cross-attention"} and set(out["models"]["stack"]) == {"cross"}
+    path.write_text(f"{header}\n{scores.model.iloc[0]}\ttiny:cvt\tCvT\tvision\tvision\tTrue\tbidirectional\t\n")
+    with pytest.raises(CatalogueError, match="'cvt' has no encoder self-attention.*none: cross-attention only"):
+        load_catalogue(path)
+
+
 def test_refusals_name_their_category():
     assert derive("convnext").category == "no attention"
     latent = derive("deepseek_v3")  # keys from a latent and a decoupled rotary projection
@@ -623,7 +661,7 @@ def test_queries_pooled_from_the_keys_tokens_are_self_attention():
     assert {a.stack for a in funnel.record.attention} == {"encoder", "decoder"}
     assert "r_kernel" in {n.rsplit(".", 1)[1] for n in funnel.facts["position tables zeroed"]}
     perceiver = derive("idefics2_perceiver")
-    assert perceiver.category == "layout" and "only attention is cross-attention" in perceiver.reason
+    assert_cross_only(perceiver)
 
 
 def test_a_model_that_packs_its_samples_is_derived_on_one():
@@ -929,6 +967,45 @@ def test_a_qk_norms_gain_offset_stays_where_no_pre_norm_is_read():
 
 
 @pytest.mark.slow
+def test_the_encoder_norm_a_cross_attention_reads_is_its_last_layers_in_every_checkpoint(tmp_path):
+    """An encoder's output is its last layer's norm (Canary's norm_out, PLBart's final_layer_norm),
+    read by the decoder's cross-attention as its keys' gain: the record names that layer {last}, not
+    the tiny model's number, so a checkpoint of three encoder layers reads layer 2's; a norm in the
+    query's own layer (BLT's cross-attention layers, one each) is each layer's own."""
+    from wqk.derive.infer import last_layer
+
+    params = [f"encoder.layers.{i}.final_layer_norm.weight" for i in range(2)] + ["decoder.layers.0.q.weight"]
+    q = "decoder.layers.0.encoder_attn.q_proj.weight"
+    assert last_layer(params[1], params, q) == "encoder.layers.{last}.final_layer_norm.weight"
+    assert last_layer(params[0], params, q) == params[0]  # not the last one
+    assert last_layer(params[0], params[:1], q) == params[0]  # one layer: nothing tells it from its first
+    own = "decoder.layers.1.norm.weight"
+    assert last_layer(own, [own, "decoder.layers.0.norm.weight"], "decoder.layers.1.encoder_attn.q_proj.weight") == own
+    plbart = derive("plbart")
+    assert plbart.ok, plbart.reason
+    assert [a.k_norm for a in plbart.record.attention if a.stack == "cross"] == [
+        "encoder.layers.{last}.final_layer_norm.weight"
+    ]
+    canary = derive("canary")  # pre-norm: its cross-attention's keys' gain is read
+    assert canary.ok, canary.reason
+    (cross,) = [a for a in canary.record.attention if a.stack == "cross"]
+    assert cross.k_norm == "encoder.layers.{last}.norm_out.weight"
+    encoder = dict(canary.record.tiny.config["encoder_config"], num_hidden_layers=3)
+    folder = build_tiny("canary", tmp_path / "canary", encoder_config=encoder)
+    from safetensors import safe_open
+
+    with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
+        want = f.get_tensor(next(n for n in f.keys() if n.endswith("encoder.layers.2.norm_out.weight")))
+    crosses = [b for (stack, _), b in _blocks(folder, canary.record).items() if stack == "cross"]
+    assert crosses and all(torch.equal(b.k_gain, want) for b in crosses)
+    blt = derive("blt")
+    assert blt.ok, blt.reason
+    assert {a.k_norm for a in blt.record.attention if a.stack == "cross"} == {
+        "local_encoder.cross_attn_layers.{i}.k_norm.weight",
+        "local_decoder.cross_attn_layers.{i}.k_norm.weight",
+    }
+
+
 def test_a_per_dimension_scale_after_the_qk_norm_folds_with_its_gain(tmp_path):
     """TimesFM 2.5 scales its RMS-normed queries per dimension by softplus(scaling) x 1.44 /
     sqrt(head_dim): the derivation finds the parameter behind the norm's output, and the reader
@@ -1054,8 +1131,7 @@ def test_grids_prompts_and_token_counts_follow_the_shrunk_image():
     loftr = tiny_config("efficientloftr")  # per-block channels the class sets from out_features
     assert loftr.stage_block_out_channels[-1][0] == loftr.hidden_size == WIDTH
     # its self-attention's queries and keys pooled apart (a conv, a max-pool): filed as cross-attention
-    loftr = derive("efficientloftr")
-    assert loftr.category == "layout" and "only attention is cross-attention" in loftr.reason, loftr.reason
+    assert_cross_only(derive("efficientloftr"))
 
 
 def test_prompts_and_places_the_forwards_take_reach_the_attentions_behind_them():
@@ -1078,7 +1154,9 @@ def test_prompts_and_places_the_forwards_take_reach_the_attentions_behind_them()
 def test_vision_inputs_and_sizes_follow_the_forward_and_the_config():
     """MiniCPM-V: patches packed in a strip with their target_sizes, its merger's insert_layer_id
     inside the shrunk depth (the merger's attention outside the layers: one block of its own);
-    X-CLIP: frames that differ; Florence 2: stage widths its stage heads divide; Llama 4:
+    X-CLIP: frames that differ, and twice as many texts as videos (its prompt generator's queries are
+    the texts, the same for every video: B of them are too few to match columns); Florence 2: stage
+    widths its stage heads divide; Llama 4:
     the hint that makes its default vision config run; Idefics2: its resampler's context; BridgeTower:
     pixels under the forward's name."""
     from wqk.derive.build import build, model_class
@@ -1095,6 +1173,12 @@ def test_vision_inputs_and_sizes_follow_the_forward_and_the_config():
     assert [a.single for a in minicpm.record.attention if "vit_merger" in a.weight] == [True]
     xclip = derive("xclip_vision_model")  # its frames differ: its message attention runs over them
     assert xclip.ok and [a.interleave for a in xclip.record.attention] == [(0, 2), (1, 2)], xclip.reason
+    inputs = forward_inputs(build(tiny_config("xclip")))
+    assert inputs["input_ids"].shape[0] == 2 * inputs["pixel_values"].shape[0]
+    xclip = derive("xclip")
+    assert xclip.ok, (xclip.category, xclip.reason)
+    prompts = [a for a in xclip.record.attention if a.weight.startswith("prompts_generator.")]
+    assert [(a.stack, a.k_norm) for a in prompts] == [("cross", "prompts_generator.layernorm.weight")]
     florence = tiny_config("florence_vision")
     assert all(w % h == 0 for w, h in zip(florence.embed_dim, florence.num_heads))
     assert derive("llama4_vision_model").ok  # its rotary in complex numbers, kept complex in float64
@@ -1530,7 +1614,8 @@ def test_one_head_that_the_code_fixes_needs_no_config_field():
     wavtokenizer = derive("wavtokenizer")  # a 1x1-convolution attention of one head, no gate beside its query rows
     assert wavtokenizer.ok and wavtokenizer.record.attention[0].heads_default == 1, wavtokenizer.reason
     cvt = derive("cvt")  # 1 head in its first stage: no gate; its keys and queries read two convolutions
-    assert cvt.category == "layout" and "no self-attention stack" in cvt.reason, cvt.reason
+    assert_cross_only(cvt)
+    assert cvt.record.attention[0].heads == ("num_heads",) and cvt.record.attention[0].heads_by == "i"
 
 
 def test_heads_a_ratio_field_divides_are_read_through_it():
@@ -1610,7 +1695,7 @@ def test_a_composites_parts_get_the_states_their_signature_names():
     feature maps (one level of side x side = tokens) their required inputs name, at the config's
     width, and the optional ones the composite passes beside them (the levels' position
     embeddings, the prompt); the decoder's text and vision cross-attentions alternate layer by
-    layer; the mask decoder's only attention is cross-attention, refused as such."""
+    layer; the mask decoder's only attention is cross-attention, a record of that stack alone."""
     from wqk.derive.build import build, model_class
     from wqk.derive.inputs import T, forward_inputs
     from wqk.derive.shrink import WIDTH, tiny_config
@@ -1621,8 +1706,7 @@ def test_a_composites_parts_get_the_states_their_signature_names():
     assert [tuple(m.shape[1:]) for m in inputs["backbone_features"]] == [(WIDTH, 3, 3)] and 3 * 3 == T
     assert derive("sam3_detr_encoder").ok
     assert derive("sam3_detr_decoder").ok
-    mask = derive("sam3_mask_decoder")
-    assert mask.category == "layout" and "only attention is cross-attention" in mask.reason, mask.reason
+    assert_cross_only(derive("sam3_mask_decoder"))
 
 
 def test_rotations_and_qk_norms_the_forward_computes_its_own_way():
@@ -1776,11 +1860,54 @@ def test_a_class_that_inherits_input_ids_is_filed_by_the_modality_it_declares():
     assert declared_modality(model("input_ids", ())) == "text"
 
 
-def test_channel_attention_and_pooled_queries_are_refused_by_name():
-    """Florence 2's DaViT channel attention (q and k transposed: logits between channels) and
-    Hiera's max-pooled queries: not bilinear, each reason naming its mechanism."""
+def test_channel_attention_is_left_out_beside_attention_between_tokens_and_refused_alone():
+    """DaViT's channel attention (q and k transposed: a softmax over logits between channels, no
+    form of two tokens): left out, and named, where the forward attends between tokens too
+    (Florence 2's spatial windows); a forward of channel attention alone is refused by name."""
+    from wqk.derive.calls import ChannelAttention
+
+    class Channels(_TwoHeads):
+        def forward(self, x):
+            q, k = self.heads(self.q_proj(x)), self.heads(self.k_proj(x))
+            return torch.softmax(q.transpose(-1, -2) @ k, dim=-1)
+
+    class Tokens(_TwoHeads):
+        def forward(self, x):
+            q, k = self.heads(self.q_proj(x)), self.heads(self.k_proj(x))
+            return torch.softmax(q @ k.transpose(-1, -2), dim=-1)
+
+    class Both(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.channel_attn, self.window_attn = Channels(), Tokens()
+
+        def forward(self, x, memory):
+            return self.channel_attn(x), self.window_attn(x)
+
+    class Alone(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.channel_attn = Channels()
+
+        def forward(self, x, memory):
+            return self.channel_attn(x)
+
+    left_out = []
+    (call,) = _two_input_calls(Both(), left_out)
+    assert call.q.projection.weight == "0.window_attn.q_proj.weight" and left_out == ["0.channel_attn"]
+    with pytest.raises(ChannelAttention, match="attention over channels"):
+        _two_input_calls(Both())  # no list to name them in: refused
+    with pytest.raises(ChannelAttention, match="attention over channels"):
+        _two_input_calls(Alone(), [])
     florence = derive("florence_vision")
-    assert florence.category == "not bilinear" and "channels" in florence.reason, florence.reason
+    assert florence.ok, (florence.category, florence.reason)
+    assert [a.weight for a in florence.record.attention] == ["blocks.{i}.{j}.spatial_block.window_attn.qkv.weight"]
+    channel = florence.facts["attention over channels (left out)"]
+    assert channel and all(n.endswith("channel_block.channel_attn") for n in channel), channel
+
+
+def test_pooled_queries_are_refused_by_name():
+    """Hiera's max-pooled queries: not bilinear, the reason naming its mechanism."""
     hiera = derive("hiera")
     assert hiera.category == "not bilinear" and "pooled" in hiera.reason, hiera.reason
 
@@ -1839,8 +1966,9 @@ def _merged_calls(own_cross: bool):
     return _two_input_calls(_MergedAttention(own_cross))
 
 
-def _two_input_calls(attention: torch.nn.Module):
-    """The attention calls of two forwards of a module of (x: 5 tokens, memory: 3), width 8."""
+def _two_input_calls(attention: torch.nn.Module, channels: list | None = None):
+    """The attention calls of two forwards of a module of (x: 5 tokens, memory: 3), width 8
+    (channels: attention_calls' list of the modules of attention over channels)."""
     from wqk.derive.calls import attention_calls
     from wqk.derive.trace import tracing
 
@@ -1853,7 +1981,7 @@ def _two_input_calls(attention: torch.nn.Module):
         with tracing(model) as trace:
             model[0](x, memory)
         traces.append(trace)
-    return attention_calls(*traces)
+    return attention_calls(*traces, channels)
 
 
 class _TemperedAttention(torch.nn.Module):
@@ -2129,14 +2257,79 @@ def test_inputs_of_several_layers_states_a_pooling_index_and_a_time_conditioning
 def test_attention_that_pools_or_drafts_or_reads_banded_chunks_is_derived_or_refused_by_name():
     """Molmo 2: its adapter's attention over the patches each token pools (queries their mean) lets the
     whole model derive; Muse Glimmer's assistant attends from its own tokens to its context's and
-    its own under one projection: cross-attention, as IDEFICS 2's perceiver (layout); Longformer's
-    softmax reads its q.k product laid out in bands of its sliding window: dot-product attention the
-    derivation cannot pair with keys (layout), not `no attention`."""
+    its own under one projection: cross-attention alone, as IDEFICS 2's perceiver; Longformer's
+    softmax reads its q.k product laid out in bands of its sliding window, unbanded (its tokens
+    padded to whole windows), as LED's encoder's; a softmax over a q.k product laid out in a way
+    no unbanding reads is dot-product attention the derivation cannot pair with keys (layout),
+    not `no attention`."""
     molmo = derive("molmo2")
     assert molmo.ok, molmo.reason
     assert "vision_backbone.image_pooling_2d.{p}.weight" in [a.weight for a in molmo.record.attention]
-    draft = derive("muse_glimmer_assistant")
-    assert draft.category == "layout" and "only attention is cross-attention" in draft.reason, draft.reason
+    assert_cross_only(derive("muse_glimmer_assistant"))
     longformer = derive("longformer")
-    assert longformer.category == "layout", (longformer.category, longformer.reason)
-    assert "attention.self.query.weight" in longformer.reason and "bands" in longformer.reason
+    assert longformer.ok, (longformer.category, longformer.reason)
+    assert [(a.stack, a.weight, a.qk) for a in longformer.record.attention] == [
+        ("encoder", "encoder.layer.{i}.attention.self.{p}.weight", ("query", "key"))
+    ]
+    led = derive("led")
+    assert led.ok and {a.stack for a in led.record.attention} == {"encoder", "decoder", "cross"}, led.reason
+    encoder = [a.weight for a in led.record.attention if a.stack == "encoder"]
+    assert encoder == ["encoder.layers.{i}.self_attn.longformer_self_attn.{p}.weight"]
+
+    class HeadsAmongTokens(_TwoHeads):
+        def forward(self, x, memory):
+            q, k = self.heads(self.q_proj(x)), self.heads(self.k_proj(x))
+            return torch.softmax((q @ k.transpose(-1, -2)).transpose(1, 2), dim=-1)  # [B, T, H, T]
+
+    with pytest.raises(Underivable, match=r"0\.q_proj\.weight and 0\.k_proj\.weight rearranged") as e:
+        _two_input_calls(HeadsAmongTokens())
+    assert e.value.category == "layout"
+
+    class Plain(_TwoHeads):
+        def forward(self, x, memory):
+            q, k = self.heads(self.q_proj(x)), self.heads(self.k_proj(memory))
+            scores = q @ k.transpose(-1, -2)
+            return torch.softmax(scores, dim=-1), torch.softmax(scores.transpose(-1, -2), dim=-1)
+
+    class Beside(torch.nn.Module):  # LED's encoder beside its decoder: one attention read, one not
+        def __init__(self, other):
+            super().__init__()
+            self.plain, self.other = Plain(), other
+
+        def forward(self, x, memory):
+            return self.plain(x, memory), self.other(x, memory)
+
+    with pytest.raises(Underivable, match=r"0\.other\.q_proj\.weight and 0\.other\.k_proj\.weight rearranged"):
+        _two_input_calls(Beside(HeadsAmongTokens()))
+    # a module a call read, whose other softmax is over the same logits transposed (Grounding DINO's
+    # fusion: the text's over the image's): nothing of it left unread
+    calls = _two_input_calls(Beside(Plain()))
+    assert [c.call.name for c in calls] == ["0.plain", "0.other"]
+
+
+def test_a_sliding_windows_bands_are_unbanded_into_the_product_of_the_whole_queries_and_keys():
+    """Longformer's scores [B, T, H, 2w + 1] (column j: key t - w + j) from overlapping chunks of its
+    queries and keys: the trace holds them as [B, H, T, T], each logit of the band in its key's place
+    and every one outside it closed, with the product of the whole (prescaled) queries and keys."""
+    import transformers
+
+    from wqk.derive.shrink import tiny_config
+    from wqk.derive.trace import tracing
+
+    config = tiny_config("longformer")
+    config.attention_window = [4] * config.num_hidden_layers  # w = 2: three chunks of 16 tokens
+    model = transformers.LongformerModel(config).double().eval()
+    ids = torch.randint(3, 50, (2, 16), generator=torch.Generator().manual_seed(0))
+    with tracing(model) as trace:
+        model(input_ids=ids)
+    softmax = trace.softmaxes[0]
+    h, t = config.num_attention_heads, 16
+    assert softmax.scores.shape == (2, h, t, t)
+    q, k = (p.out for p in trace.projections[:2])  # the first layer's query and key, [T, B, d] time first
+    heads = [x.transpose(0, 1).reshape(2, t, h, -1).transpose(1, 2) for x in (q, k)]
+    whole = heads[0] @ heads[1].transpose(-1, -2) / heads[0].shape[-1] ** 0.5
+    offset = torch.arange(t)[None, :] - torch.arange(t)[:, None]
+    band = offset.abs() <= 2
+    assert torch.allclose(softmax.scores[..., band], whole[..., band])
+    assert bool(torch.isinf(softmax.scores[..., ~band]).all())
+    assert torch.allclose(softmax.product.out, whole)

@@ -171,10 +171,10 @@ def _check_row(row: dict, where: str) -> None:
                 f"{where}, column 'model_type': {model_type!r}, but the source builds {row['source']}; "
                 "make them agree or leave model_type empty"
             )
-        _check_objectives(row, where, source.model_type, "source", need_tiny=True)
-    elif model_type:
-        _check_objectives(row, where, model_type, "model_type")
-    if not (row["objective_encoder"] or row["objective_decoder"]):
+        self_attention = _check_objectives(row, where, source.model_type, "source", need_tiny=True)
+    else:
+        self_attention = _check_objectives(row, where, model_type, "model_type") if model_type else True
+    if self_attention and not (row["objective_encoder"] or row["objective_decoder"]):
         raise CatalogueError(f"{where}: give objective_encoder and/or objective_decoder")
 
 
@@ -183,11 +183,12 @@ def fetch_source(row: dict) -> str:
     return f"{row['source']}:{row['file']}" if row.get("file") else row["source"]
 
 
-def _check_objectives(row: dict, where: str, model_type: str, column: str, need_tiny: bool = False) -> None:
+def _check_objectives(row: dict, where: str, model_type: str, column: str, need_tiny: bool = False) -> bool:
     """Where the row names its model_type (in `column`: a tiny: source or the model_type
     column): the record's objectives are the default (filled in when the row gives none),
     and the row may override them, but only for stacks the architecture has. need_tiny: the
-    workflow builds the model from the record's tiny config."""
+    workflow builds the model from the record's tiny config. Whether the architecture has a
+    self-attention stack (CvT's or a perceiver's attention is cross-attention alone: no objective)."""
     from .adapters import get_record
     from .errors import UnsupportedModelType
 
@@ -205,11 +206,12 @@ def _check_objectives(row: dict, where: str, model_type: str, column: str, need_
         if stack not in record.objectives:
             raise CatalogueError(
                 f"{where}, column 'objective_{stack}': model_type {model_type!r} has no {stack} self-attention "
-                f"(its stacks: {', '.join(record.objectives)}); leave the cell empty"
+                f"(its stacks: {', '.join(record.objectives) or 'none: cross-attention only'}); leave the cell empty"
             )
     if not given:
         for stack, objective in record.objectives.items():
             row[f"objective_{stack}"] = objective
+    return bool(record.objectives)
 
 
 def load_catalogue(path: str | os.PathLike, schema_path=None, sweep_patterns: bool = False) -> list[dict]:

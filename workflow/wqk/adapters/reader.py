@@ -406,10 +406,20 @@ class _Extras:
             elif block.stack != "cross":
                 out["k_gain"] = out["q_gain"]
             elif a.k_norm and not (a.k_norm_unless and site.name(a.k_norm_unless) in self.store):
-                out["k_gain"] = self._gain(site.name(a.k_norm), block.k.shape[1], a.gain_offset)
+                out["k_gain"] = self._gain(self._last(site, a.k_norm), block.k.shape[1], a.gain_offset)
         if out.get("q_gain") is None:
             out.pop("norm_centred", None)
         return {k: v for k, v in out.items() if v is not None}
+
+    def _last(self, site: Site, template: str) -> str:
+        """The template's name at the site, its {last} the highest number the checkpoint's names
+        have there (the norm of an encoder's last layer, which a decoder's cross-attention reads)."""
+        if "{last}" not in template:
+            return site.name(template)
+        before, _, after = site.name(template, fields=dict(site.fields, last="\0")).partition("\0")
+        rx = re.compile(re.escape(before) + r"(\d+)" + re.escape(after))
+        numbers = [int(m.group(1)) for n in self.store.names() if (m := rx.fullmatch(n))]
+        return f"{before}{max(numbers)}{after}" if numbers else site.name(template, fields=dict(site.fields, last=0))
 
     def _gain(self, name: str, d: int, offset: float = 0.0) -> torch.Tensor | None:
         g = self._get(name)

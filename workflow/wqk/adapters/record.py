@@ -2,7 +2,7 @@
 
 A `Record` says where each attention layer's q/k weights are (`Attention`: template, layout,
 name prefixes, head counts, biases, the norm that feeds the attention), which stacks it
-yields and their objectives, its rotary embedding (`Rotary`), where the paper authors'
+yields and their objectives (none where every Attention is cross-attention: CvT), its rotary embedding (`Rotary`), where the paper authors'
 published code read it differently (`Authors`) and the tiny random model that `wqk tiny`
 and the tests build (`Tiny`). Generic code reads all of it: reader.py (q/k and extras,
 torch), rope.py (frequencies), authors.py, tiny.py and the catalogue loader (objectives,
@@ -75,7 +75,8 @@ class Attention:
       keys), read only when pre_norm (a bool, or the config flag that says it); first_norm:
       layer 0's when its own norm is an identity (ModernBERT). k_norm: cross-attention, the
       gain of the norm whose output the keys read, unless k_norm_unless exists (a
-      projection between).
+      projection between); its field {last} is the highest number the checkpoint has there
+      (a post-norm encoder's output: its last layer's norm, BART's final_layer_norm).
     gain_offset: the norms' gain is gain_offset + the stored weight (Gemma's RMSNorm scales by
       1 + w: 1.0), for norm, first_norm, k_norm and qk_norm alike.
     norm_centred: whether that norm is a LayerNorm (its output centred) rather than an RMSNorm;
@@ -277,9 +278,9 @@ class Record:
         if not self.attention:
             raise ValueError(f"{where}: no Attention")
         bad = {s: o for s, o in self.objectives.items() if s not in STACKS or s == "cross" or o not in OBJECTIVES}
-        if bad or not self.objectives:
+        if bad:  # none where every Attention is cross-attention (CvT, a perceiver's resampler)
             raise ValueError(
-                f"{where}: objectives {bad or self.objectives} are not stack=objective for the self-attention "
+                f"{where}: objectives {bad} are not stack=objective for the self-attention "
                 f"stacks (encoder, decoder), objective in {OBJECTIVES}"
             )
         for attention in (self.attention, *self.formats.values()):

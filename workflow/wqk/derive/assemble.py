@@ -14,7 +14,7 @@ import re
 from ..adapters.record import Attention, Record, Rotary, Tiny, template_fields
 from ..contracts import stack_rank
 from .calls import Underivable
-from .infer import SiteFacts, objectives
+from .infer import SiteFacts, objectives, same_layer
 
 FIELDS = "ijlmnorstuvw"
 
@@ -78,6 +78,19 @@ def _norms(group: list[SiteFacts], layers: list[tuple[int, ...]], every: bool = 
     return dict(norm=None, pre_norm=False, norm_centred=None)
 
 
+def _k_norm(group: list[SiteFacts], layers: list[tuple[int, ...]], every: bool = False) -> dict:
+    """k_norm: each layer's own norm of the keys' input (BLT's cross-attention layers), or one for
+    every layer (an encoder's output norm, {last} where it is its last layer's: infer.last_layer);
+    none where the layers read several others."""
+    names = [f.k_norm for f in group]
+    if not all(names):
+        return {}
+    t = template(names, every)
+    if t is not None and t[1] == layers and all(same_layer(f.k_norm, f.q_weight) for f in group):
+        return dict(k_norm=t[0])
+    return dict(k_norm=names[0]) if len(set(names)) == 1 else {}
+
+
 _NORM_FIELDS = {"gain_offset", "norm_centred"}  # of the sites that have a pre-norm
 
 
@@ -128,9 +141,7 @@ def _merge(group: list[SiteFacts], others: list[SiteFacts] = ()) -> tuple[Attent
         changes["q_scale"] = t[0]
     if changes.get("norm") is None and group[0].qk_norm is None:  # the offset of no gain the record reads
         changes["gain_offset"] = 0.0
-    k_norms = {f.k_norm for f in group}
-    if len(k_norms) == 1 and (k_norm := k_norms.pop()) is not None:
-        changes["k_norm"] = k_norm
+    changes.update(_k_norm(group, layers, every))
     if group[0].qk_norm is not None:
         qn = [template([f.qk_norm[i] for f in group], every) for i in (0, 1)]
         if any(t is None or t[1] != layers for t in qn):
@@ -357,12 +368,4 @@ def _alike(groups: dict, stack: str, shape: str) -> list[SiteFacts]:
 
 
 def record(model_type: str, sites: list[SiteFacts], base: str, rope: Rotary | None, tiny: Tiny) -> Record:
-    atts = attentions(sites, base)
-    if all(a.stack == "cross" for a in atts):  # CvT's two convolutions, a perceiver's latents over [features; latents]
-        raise Underivable(
-            "layout",
-            f"its only attention is cross-attention ({', '.join(a.weight for a in atts)}): every attention's keys "
-            "read another input than its queries and no self-attention ran, so there is no self-attention stack "
-            "for a record to score it beside (a part its composite scores as cross-attention)",
-        )
-    return Record(model_type, atts, objectives(sites), rope=rope, tiny=tiny)
+    return Record(model_type, attentions(sites, base), objectives(sites), rope=rope, tiny=tiny)

@@ -39,6 +39,11 @@ class Underivable(Exception):
         self.category, self.reason = category, reason
 
 
+class ChannelAttention(Underivable):
+    """A softmax over channels (DaViT's channel attention): no attention between tokens, left out
+    where the forward has attention between tokens too."""
+
+
 @dataclass
 class Side:
     """One side (queries or keys) of an attention call."""
@@ -103,6 +108,9 @@ def _is_window(open_: torch.Tensor) -> bool:
 
 
 def _mask_kind(open_: torch.Tensor) -> str:
+    seen = open_.any(0)
+    if open_.shape[0] == open_.shape[1] and 1 < int(seen.sum()) < len(seen):
+        open_ = open_[seen][:, seen]  # keys no query sees: padding (Longformer's, to whole windows), as queries too
     tq, tk = open_.shape[-2:]
     if bool(open_.all()):
         return "full"
@@ -603,7 +611,7 @@ def _refuse_channels(trace: Trace, product: Product, calls: list[ModuleCall]) ->
             _side(a, trace, product.seq, "queries", calls, whole=False)
         except Underivable:
             continue
-        raise Underivable(
+        raise ChannelAttention(
             "not bilinear",
             "attention over channels: the product sums over the tokens (q and k transposed, DaViT's and "
             "XCiT's channel attention), so its logits compare channels, not tokens",
@@ -634,44 +642,59 @@ def _learned_queries(trace: Trace, softmax: Softmax, again: Trace, other: Softma
     return first is not None and second is not None and torch.equal(first.a, second.a)
 
 
-def attention_calls(trace: Trace, again: Trace) -> list[AttentionCall]:
-    """The attention calls of a forward (again: the same forwards on other tokens)."""
+def attention_calls(trace: Trace, again: Trace, channels: list[str] | None = None) -> list[AttentionCall]:
+    """The attention calls of a forward (again: the same forwards on other tokens). channels: where
+    given, the modules of attention over channels are listed in it and left out, unless the forward
+    has no other attention."""
     if len(trace.softmaxes) != len(again.softmaxes):
         raise Underivable("layout", "two forwards of the same shapes ran different numbers of softmaxes")
-    found, few = [], None
+    found, few, over_channels, unpaired = [], None, None, []
     for s, o in zip(trace.softmaxes, again.softmaxes):
         try:
             call = attention_call(trace, s, again, o)
         except Underivable as e:
             if _learned_queries(trace, s, again, o):
                 continue  # a learned query's attention (SigLIP's pooling probe): not over the tokens' own queries
+            if isinstance(e, ChannelAttention) and channels is not None:
+                over_channels = over_channels or e
+                channels.append(_innermost(trace, s).name)
+                continue
             if TOO_FEW in e.reason:  # refused, unless a later call's reason says more (SAM 2's pooled queries)
                 few = few or e
                 continue
             raise
         if call is not None:
             found.append(call)
+        else:
+            unpaired.append(s)
     if few is not None:
         raise few
+    if not found and over_channels is not None:
+        raise over_channels
+    # a softmax over no product the calls pair with their keys, in a module whose q and k are found
+    # and that no call read: dot-product attention laid out otherwise, refused rather than left out
+    # unsaid (a module a call read is not: Grounding DINO's fusion, text over the image's transposed logits)
+    read = {c.call.index for c in found}
+    unpaired = [s for s in unpaired if s.calls and _innermost(trace, s).index not in read]
+    if unpaired and (qk := _projected_product(trace, unpaired)) is not None:
+        raise Underivable(
+            "layout",
+            f"{qk.call.name}: its softmax reads the q.k product of {qk.q.projection.weight} and "
+            f"{qk.k.projection.weight} rearranged (neither the product's columns nor a sliding window's "
+            "bands): the derivation cannot pair its logits with their keys",
+        )
     if not found:
-        if trace.softmaxes and (qk := _projected_product(trace)) is not None:
-            raise Underivable(
-                "layout",
-                f"{qk.call.name}: its softmax reads the q.k product of {qk.q.projection.weight} and "
-                f"{qk.k.projection.weight} rearranged (Longformer's sliding-window chunks laid out as "
-                "bands), no columns of it: the derivation cannot pair its logits with their keys",
-            )
         why = "products without a softmax (linear attention?)" if trace.products else "no product of two activations"
         raise Underivable("no attention", f"the forward ran no softmax over a q.k product ({why})")
     return found
 
 
-def _projected_product(trace: Trace) -> SimpleNamespace | None:
-    """The first product of two activations whose operands are projections' outputs (q and k),
-    with its module call and the two sides; None where there is none. Only the first product of
-    each module that ran a softmax is tried (a decoder's loop runs one module hundreds of times:
-    SLANet's)."""
-    softmaxing = {trace.calls[_scope(trace, s.calls)[-1]].name for s in trace.softmaxes if s.calls}
+def _projected_product(trace: Trace, softmaxes: list[Softmax]) -> SimpleNamespace | None:
+    """The first product of two activations whose operands are projections' outputs (q and k), in
+    a module that ran one of the softmaxes, with its module call and the two sides; None where there
+    is none. Only the first product of each such module is tried (a decoder's loop runs one module
+    hundreds of times: SLANet's)."""
+    softmaxing = {trace.calls[_scope(trace, s.calls)[-1]].name for s in softmaxes if s.calls}
     tried = set()
     for product in trace.products:
         if product.a.ndim < 3 or not product.calls:

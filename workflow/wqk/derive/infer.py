@@ -156,6 +156,30 @@ def _gain(call: ModuleCall) -> torch.nn.Parameter | None:
     return params[0] if params else None
 
 
+def last_layer(name: str, parameters, q_weight: str) -> str:
+    """name with its last number as {last} where that is the highest of two or more that the model's
+    names have there and the name is not in the query's own layer: the norm of an encoder's last
+    layer, whose output a post-norm decoder's cross-attention reads in every layer (BART's
+    final_layer_norm); a checkpoint's encoder has its own number of layers. As it is otherwise."""
+    parts = name.split(".")
+    numbered = [n for n, part in enumerate(parts) if part.isdigit()]
+    if not numbered or same_layer(name, q_weight):
+        return name
+    n = numbered[-1]
+    rx = re.compile(re.escape(".".join(parts[:n]) + ".") + r"(\d+)" + re.escape("." + ".".join(parts[n + 1 :])))
+    numbers = {int(m.group(1)) for p in parameters if (m := rx.fullmatch(p))}
+    if len(numbers) > 1 and int(parts[n]) == max(numbers):
+        parts[n] = "{last}"
+    return ".".join(parts)
+
+
+def same_layer(name: str, q_weight: str) -> bool:
+    """Whether name is in the query projection's layer: their names agree up to name's last number."""
+    parts, q = name.split("."), q_weight.split(".")
+    numbered = [n for n, part in enumerate(parts) if part.isdigit()]
+    return bool(numbered) and parts[: numbered[-1] + 1] == q[: numbered[-1] + 1]
+
+
 def _norm_source(trace: Trace, x: torch.Tensor, before: int) -> ModuleCall | None:
     """The last module call with a gain whose output is x (the norm feeding a projection)."""
     for call in reversed(trace.calls):

@@ -732,6 +732,9 @@ def _by_signature(model, params, kwargs: dict, g, tokens: int) -> None:
         # frames that differ (X-CLIP's attention across frames would see one frame's token again and again)
         image = kwargs["pixel_values"].shape[1:]
         kwargs["pixel_values"] = torch.randn(B, frames, *image, generator=g, dtype=torch.float64)
+        if "input_ids" in kwargs and hasattr(config, "prompt_layers"):  # X-CLIP's texts: one batch for every
+            ids = kwargs["input_ids"]  # video, its prompt generator's queries (B of them are too few; TVP pairs them)
+            kwargs["input_ids"] = torch.cat([ids, torch.randint(3, int(ids.max()) + 1, ids.shape, generator=g)])
     if "input_features" in kwargs and getattr(config, "input_feat_per_channel", None):  # Speech2Text: [B, T, features]
         feats = config.input_feat_per_channel * getattr(config, "input_channels", 1)
         kwargs["input_features"] = torch.randn(B, 4 * tokens, feats, generator=g, dtype=torch.float64)

@@ -346,13 +346,57 @@ class Tracer(TorchFunctionMode):
 
 @contextlib.contextmanager
 def tracing(model: torch.nn.Module):
-    """Trace the forward passes run inside the block: yields the Trace."""
+    """Trace the forward passes run inside the block: yields the Trace (its banded softmaxes
+    unbanded when the block ends)."""
     tracer = Tracer(model)
     try:
         with torch.no_grad(), tracer:
             yield tracer.trace
     finally:
         tracer.close()
+    unband(tracer.trace)
+
+
+def unband(trace: Trace) -> None:
+    """Softmaxes over a sliding window's bands, as Longformer's (and LED's encoder) computes them:
+    scores [B, T, H, 2w + 1], column j the key t - w + j, from a product of overlapping chunks
+    [B * H, C, 2w, c] of the queries and keys (chunk i: tokens i * w to i * w + 2w). Each becomes the
+    softmax of scores [B, H, T, T] (keys outside the band closed, -inf) over the product of the
+    whole queries and keys, which it is given as its own, as an SDPA call's is."""
+    for n, softmax in enumerate(trace.softmaxes):
+        x = softmax.scores
+        if softmax.product is not None or x.ndim != 4 or x.shape[-1] % 2 == 0 or x.shape[-1] < 3:
+            continue
+        b, t, h, width = x.shape
+        w = width // 2
+        chunked = next(
+            (
+                p
+                for p in reversed(trace.products)
+                if p.seq < softmax.seq and p.calls == softmax.calls[: len(p.calls)] and p.a.ndim == 4
+                and p.a.shape[0] == b * h and p.a.shape[2] == 2 * w and p.k.shape == p.a.shape
+                and (p.a.shape[1] + 1) * w == t
+            ),
+            None,
+        )  # fmt: skip
+        if chunked is None:
+            continue
+        q, k = (_unchunked(c, w, t).reshape(b, h, t, -1) for c in (chunked.a, chunked.k))
+        scores = torch.full((b, h, t, t), -math.inf, dtype=x.dtype)
+        key = torch.arange(t)[:, None] - w + torch.arange(width)[None, :]  # [T, 2w + 1]
+        inside = (key >= 0) & (key < t)
+        rows = torch.arange(t)[:, None].expand(t, width)[inside]
+        scores[:, :, rows, key[inside]] = x.permute(0, 2, 1, 3)[:, :, inside]
+        product = Product(chunked.seq, chunked.calls, q, k, q @ k.transpose(-1, -2))
+        trace.softmaxes[n] = Softmax(softmax.seq, softmax.calls, scores, product)
+
+
+def _unchunked(chunks: torch.Tensor, w: int, t: int) -> torch.Tensor:
+    """[N, C, 2w, c] chunks overlapping by w -> [N, T, c]."""
+    out = chunks.new_zeros(chunks.shape[0], t, chunks.shape[-1])
+    for i in range(chunks.shape[1]):
+        out[:, i * w : i * w + 2 * w] = chunks[:, i]
+    return out
 
 
 @contextlib.contextmanager

@@ -22,7 +22,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..adapters.record import DERIVED, Record, Rotary, Tiny
 from .calls import AttentionCall, Underivable, _heads_view, _product_of, attention_calls, fit_scale, open_positions
-from .infer import STACK_OF_MASK
+from .infer import STACK_OF_MASK, last_layer
 from .run import attention_modules
 
 
@@ -209,11 +209,11 @@ def record_of(model_type, model, steps, traces, keys, save, base: str, tiny: Tin
     from .verify import check, seen
 
     trace, again = traces
-    remedies = {}
+    remedies, channels = {}, []
     if not_run := _every_attention_ran(model, trace):
         remedies["cross-attention not run (left out)"] = not_run
     try:
-        calls, real = _bilinear_calls(model, steps, trace, again)
+        calls, real = _bilinear_calls(model, steps, trace, again, channels)
     except Underivable as first:
         if first.category != "not bilinear":
             raise
@@ -227,13 +227,15 @@ def record_of(model_type, model, steps, traces, keys, save, base: str, tiny: Tin
                 with no_rotation(model):
                     trace, again = runs(model, steps)
                 try:
-                    calls, real = _bilinear_calls(model, steps, trace, again)
+                    calls, real = _bilinear_calls(model, steps, trace, again, channels)
                 except Underivable as e:
                     last = e
         if calls is None and last is first:
             raise
         if calls is None:  # what is left with the position terms zeroed
             raise Underivable(last.category, f"{last.reason} (with the position terms zeroed)") from None
+    if channels:  # no logits between tokens: no form of two tokens' vectors to score
+        remedies["attention over channels (left out)"] = sorted(set(channels))
     facts = _by_mask(_by_tower(_by_cross([site_facts(trace, c, keys(trace)) for c in calls]), nested_towers(model)))
     with tempfile.TemporaryDirectory(prefix="wqk-derive-") as tmp:
         folder = Path(tmp)
@@ -497,7 +499,7 @@ def _as_saved(facts, saved: Saved):
         norm=name_of(facts.norm),
         q_bias=name_of(facts.q_bias),
         feeding_norm=name_of(facts.feeding_norm),
-        k_norm=name_of(facts.k_norm),
+        k_norm=last_layer(name_of(facts.k_norm), saved.names.values(), q_weight) if facts.k_norm else None,
         qk_norm=qk_norm,
         kv_from=False,
         q_scale=name_of(facts.q_scale),
@@ -572,12 +574,14 @@ def _head_dim(facts) -> int:
     return facts.head_dim
 
 
-def _bilinear_calls(model, steps, trace, again):
+def _bilinear_calls(model, steps, trace, again, channels: list[str]):
     """The attention calls of the traces (run without rotation) and the forwards at the real
-    positions, refused where the softmax input is no linear map of q.k in either."""
+    positions, refused where the softmax input is no linear map of q.k in either; the modules of
+    attention over channels, left out, listed in channels."""
     from .run import runs
 
-    calls = attention_calls(trace, again)
+    channels.clear()
+    calls = attention_calls(trace, again, channels)
     real = runs(model, steps)
     _linear_at_real_positions(trace, calls, real)
     return calls, real
