@@ -433,6 +433,22 @@ def test_a_config_its_validators_refuse_is_repaired_on_the_fields_they_name():
     assert hiera.image_size == [32, 32] and hiera.num_query_pool == 1 and hiera.num_query_pool < len(hiera.depths)
 
 
+@pytest.mark.slow  # a derivation
+def test_a_type_whose_default_config_its_own_validator_refuses_is_built_from_its_checkpoints_fields():
+    """The Gemma 4 assistant's config class refuses its own defaults (per-layer inputs, a MoE block,
+    layers with keys of their own: its checkpoints have none): built from the fields its checkpoints
+    have, its forward asks for its main model's keys, so it has dot-product attention that cannot
+    run alone (forward), not none (which its own modeling file, calling the text model's, had said)."""
+    from wqk.derive.build import has_attention_source
+    from wqk.derive.shrink import tiny_config
+
+    text = tiny_config("gemma4_assistant").text_config
+    assert text.num_kv_shared_layers == text.num_hidden_layers and text.hidden_size_per_layer_input == 0
+    assert has_attention_source("gemma4_assistant")
+    assistant = derive("gemma4_assistant")
+    assert assistant.category == "forward" and "shared_kv_states" in assistant.reason, assistant.reason
+
+
 def test_sequences_and_depths_that_no_size_field_shrinks_are_cut_too():
     """What made a tiny model slow, though its widths were tiny: AST's spectrogram (1024 frames x 128
     bins, 1214 tokens), Kosmos-2.5's 2048 latent queries, Nemotron-H's depth that its block-type
@@ -1006,6 +1022,7 @@ def test_the_encoder_norm_a_cross_attention_reads_is_its_last_layers_in_every_ch
     }
 
 
+@pytest.mark.slow
 def test_a_per_dimension_scale_after_the_qk_norm_folds_with_its_gain(tmp_path):
     """TimesFM 2.5 scales its RMS-normed queries per dimension by softplus(scaling) x 1.44 /
     sqrt(head_dim): the derivation finds the parameter behind the norm's output, and the reader

@@ -2,9 +2,9 @@
 
 A `Record` says where each attention layer's q/k weights are (`Attention`: template, layout,
 name prefixes, head counts, biases, the norm that feeds the attention), which stacks it
-yields and their objectives (none where every Attention is cross-attention: CvT), its rotary embedding (`Rotary`), where the paper authors'
-published code read it differently (`Authors`) and the tiny random model that `wqk tiny`
-and the tests build (`Tiny`). Generic code reads all of it: reader.py (q/k and extras,
+yields and their objectives (none where every Attention is cross-attention: CvT), its
+rotary embedding (`Rotary`), where the paper authors' published code read it differently
+(`Authors`) and the tiny random model that `wqk tiny` and the tests build (`Tiny`). Generic code reads all of it: reader.py (q/k and extras,
 torch), rope.py (frequencies), authors.py, tiny.py and the catalogue loader (objectives,
 at Snakemake parse time: this module imports neither torch nor transformers).
 
@@ -76,7 +76,7 @@ class Attention:
       layer 0's when its own norm is an identity (ModernBERT). k_norm: cross-attention, the
       gain of the norm whose output the keys read, unless k_norm_unless exists (a
       projection between); its field {last} is the highest number the checkpoint has there
-      (a post-norm encoder's output: its last layer's norm, BART's final_layer_norm).
+      (an encoder's output, its last layer's norm: Canary's norm_out).
     gain_offset: the norms' gain is gain_offset + the stored weight (Gemma's RMSNorm scales by
       1 + w: 1.0), for norm, first_norm, k_norm and qk_norm alike.
     norm_centred: whether that norm is a LayerNorm (its output centred) rather than an RMSNorm;

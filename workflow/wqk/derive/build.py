@@ -222,9 +222,11 @@ def has_attention_source(model_type: str) -> bool:
     import transformers
     from transformers.models.auto.configuration_auto import model_type_to_module_name
 
+    from .shrink import DEFAULTS
+
     types = {model_type}
     try:
-        config = transformers.AutoConfig.for_model(model_type)
+        config = transformers.AutoConfig.for_model(model_type, **DEFAULTS.get(model_type, {}))
         stack = [config]
         while stack:
             c = stack.pop()

@@ -159,7 +159,7 @@ def _gain(call: ModuleCall) -> torch.nn.Parameter | None:
 def last_layer(name: str, parameters, q_weight: str) -> str:
     """name with its last number as {last} where that is the highest of two or more that the model's
     names have there and the name is not in the query's own layer: the norm of an encoder's last
-    layer, whose output a post-norm decoder's cross-attention reads in every layer (BART's
+    layer, whose output a decoder's cross-attention reads in every layer (Canary's norm_out, BART's
     final_layer_norm); a checkpoint's encoder has its own number of layers. As it is otherwise."""
     parts = name.split(".")
     numbered = [n for n, part in enumerate(parts) if part.isdigit()]

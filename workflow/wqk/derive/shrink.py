@@ -1064,11 +1064,26 @@ def tiny_config(model_type: str, fields: dict | None = None, kv_equal: bool = Fa
     (a model whose forward needs them so: DeepSeek-V3's latent attention)."""
     import transformers
 
-    fields = {k: _special_floats(v) for k, v in (fields or {}).items() if k != "model_type"}
+    fields = {k: _special_floats(v) for k, v in (fields or DEFAULTS.get(model_type, {})).items() if k != "model_type"}
     config = transformers.AutoConfig.for_model(model_type, **fields)
     return shrink(config, kv_equal)
 
 
+# config.json fields of a type whose config class's defaults its own validators refuse: the Gemma 4
+# assistant's text config has per-layer inputs, a MoE block and layers of their own keys by default, its
+# checkpoints none (so built, its forward asks for its main model's keys: a type with dot-product attention
+# that cannot run alone, not one without attention)
+DEFAULTS = {
+    "gemma4_assistant": {
+        "text_config": {
+            "hidden_size_per_layer_input": 0,
+            "vocab_size_per_layer_input": 0,
+            "enable_moe_block": False,
+            "num_kv_shared_layers": 30,
+            "num_hidden_layers": 30,
+        }
+    }
+}
 SPECIAL_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
 
 
