@@ -296,9 +296,8 @@ def test_refusals_name_their_category():
     # (in float32): an additive attention, no softmax over a q.k product
     slanet = derive("slanet")
     assert slanet.category == "no attention" and "forward ran no softmax" in slanet.reason, slanet.reason
-    # latents whose keys are [features; latents]: cross-attention alone, its composite's (Idefics2's)
-    perceiver = derive("idefics2_perceiver")
-    assert perceiver.category == "layout" and "no self-attention ran" in perceiver.reason, perceiver.reason
+    # latents whose keys are [features; latents]: cross-attention alone, a record of that stack (no objective)
+    assert_cross_only(derive("idefics2_perceiver"))
     vocoder = derive("speecht5_hifigan")  # run on mel frames: its forward, not only its source, has no attention
     assert vocoder.category == "no attention" and "forward ran no softmax" in vocoder.reason, vocoder.reason
 
@@ -1192,10 +1191,6 @@ def test_vision_inputs_and_sizes_follow_the_forward_and_the_config():
     assert xclip.ok and [a.interleave for a in xclip.record.attention] == [(0, 2), (1, 2)], xclip.reason
     inputs = forward_inputs(build(tiny_config("xclip")))
     assert inputs["input_ids"].shape[0] == 2 * inputs["pixel_values"].shape[0]
-    xclip = derive("xclip")
-    assert xclip.ok, (xclip.category, xclip.reason)
-    prompts = [a for a in xclip.record.attention if a.weight.startswith("prompts_generator.")]
-    assert [(a.stack, a.k_norm) for a in prompts] == [("cross", "prompts_generator.layernorm.weight")]
     florence = tiny_config("florence_vision")
     assert all(w % h == 0 for w, h in zip(florence.embed_dim, florence.num_heads))
     assert derive("llama4_vision_model").ok  # its rotary in complex numbers, kept complex in float64
@@ -1474,6 +1469,16 @@ def test_templates_that_alternate_may_number_other_layers():
         ("message_attn", (0, 2)),
         ("self_attn", (1, 2)),
     ]
+
+
+@pytest.mark.slow  # a derivation of the whole composite
+def test_x_clips_prompt_generator_reads_its_texts_over_the_video_as_cross_attention():
+    """X-CLIP's texts (twice its videos in the tiny forward: test_vision_inputs_and_sizes...) are
+    its prompt generator's queries over the video's tokens, normed by its own layernorm."""
+    xclip = derive("xclip")
+    assert xclip.ok, (xclip.category, xclip.reason)
+    prompts = [a for a in xclip.record.attention if a.weight.startswith("prompts_generator.")]
+    assert [(a.stack, a.k_norm) for a in prompts] == [("cross", "prompts_generator.layernorm.weight")]
 
 
 def test_an_einsum_with_a_parameter_is_a_projection():
@@ -1916,6 +1921,10 @@ def test_channel_attention_is_left_out_beside_attention_between_tokens_and_refus
         _two_input_calls(Both())  # no list to name them in: refused
     with pytest.raises(ChannelAttention, match="attention over channels"):
         _two_input_calls(Alone(), [])
+
+
+@pytest.mark.slow  # a derivation
+def test_florences_window_attention_is_read_and_its_channel_attention_named():
     florence = derive("florence_vision")
     assert florence.ok, (florence.category, florence.reason)
     assert [a.weight for a in florence.record.attention] == ["blocks.{i}.{j}.spatial_block.window_attn.qkv.weight"]
@@ -2288,6 +2297,8 @@ def test_attention_that_pools_or_drafts_or_reads_banded_chunks_is_derived_or_ref
     assert [(a.stack, a.weight, a.qk) for a in longformer.record.attention] == [
         ("encoder", "encoder.layer.{i}.attention.self.{p}.weight", ("query", "key"))
     ]
+    # its hint: a band 2 tokens a side over the 9 tokens (the default 512 would hold them all: no band tested)
+    assert set(longformer.record.tiny.config["attention_window"]) == {4}
     led = derive("led")
     assert led.ok and {a.stack for a in led.record.attention} == {"encoder", "decoder", "cross"}, led.reason
     encoder = [a.weight for a in led.record.attention if a.stack == "encoder"]

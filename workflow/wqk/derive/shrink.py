@@ -206,6 +206,9 @@ HINTS["informer"] = {"attention_type": "full"}
 # four stages of keys reduced 8, 4 and 2 times a side, then not: an image of 128 leaves the first stage's 32 x 32
 # tokens 16 keys (the default 32 left one, where any two rows fit a column to any other)
 HINTS["pvt_v2"] = HINTS["segformer"] = HINTS["glpn"] = {"image_size": 128}
+# a sliding window of 2 tokens a side: a band over the tiny forward's 9 tokens, in five chunks (the default 512
+# pads them to 512, and its band holds them all)
+HINTS["longformer"] = HINTS["led"] = {"attention_window": 4}
 # its default backbone is timm's Swin, read at three levels of 192, 384 and 768 channels through LayerNorms
 # over channels-last maps (timm's layout): the ResNet the shrinking swaps in, at three stages of its own widths,
 # with no such norm; its text tower narrower than its decoder, as its checkpoint's (transformers builds the task
