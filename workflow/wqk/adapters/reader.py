@@ -58,7 +58,8 @@ class Site:
         return self.name(template, p, self.key_fields)
 
 
-def _numbers(names: list[str], pattern: str) -> list[tuple[int, ...]]:
+def numbers_in(names, pattern: str) -> list[tuple[int, ...]]:
+    """The numbers the names that match pattern hold in its groups, sorted, once each."""
     rx = re.compile(pattern)
     return sorted({tuple(int(g) for g in m.groups()) for n in names if (m := rx.fullmatch(n))})
 
@@ -113,7 +114,7 @@ def locate(ckpt: Checkpoint, record: Record) -> list[Site]:
             continue
         probe = template_regex(a.weight, a.qk)
         prefix, numbers = next(
-            ((p, found_here) for p in a.prefixes if (found_here := _numbers(names, re.escape(p) + probe))), (None, [])
+            ((p, found_here) for p in a.prefixes if (found_here := numbers_in(names, re.escape(p) + probe))), (None, [])
         )
         if prefix is None:
             followed = any(b.alternative and b.stack == a.stack for b in attentions[n + 1 :])
@@ -417,9 +418,8 @@ class _Extras:
         if "{last}" not in template:
             return site.name(template)
         before, _, after = site.name(template, fields=dict(site.fields, last="\0")).partition("\0")
-        rx = re.compile(re.escape(before) + r"(\d+)" + re.escape(after))
-        numbers = [int(m.group(1)) for n in self.store.names() if (m := rx.fullmatch(n))]
-        return f"{before}{max(numbers)}{after}" if numbers else site.name(template, fields=dict(site.fields, last=0))
+        numbers = numbers_in(self.store.names(), re.escape(before) + r"(\d+)" + re.escape(after))
+        return f"{before}{numbers[-1][0]}{after}" if numbers else site.name(template, fields=dict(site.fields, last=0))
 
     def _gain(self, name: str, d: int, offset: float = 0.0) -> torch.Tensor | None:
         g = self._get(name)

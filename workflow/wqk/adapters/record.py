@@ -4,9 +4,10 @@ A `Record` says where each attention layer's q/k weights are (`Attention`: templ
 name prefixes, head counts, biases, the norm that feeds the attention), which stacks it
 yields and their objectives (none where every Attention is cross-attention: CvT), its
 rotary embedding (`Rotary`), where the paper authors' published code read it differently
-(`Authors`) and the tiny random model that `wqk tiny` and the tests build (`Tiny`). Generic code reads all of it: reader.py (q/k and extras,
-torch), rope.py (frequencies), authors.py, tiny.py and the catalogue loader (objectives,
-at Snakemake parse time: this module imports neither torch nor transformers).
+(`Authors`) and the tiny random model that `wqk tiny` and the tests build (`Tiny`). Generic
+code reads all of it: reader.py (q/k and extras, torch), rope.py (frequencies), authors.py,
+tiny.py and the catalogue loader (objectives, at Snakemake parse time: this module imports
+neither torch nor transformers).
 
 Templates name one layer's tensor. `{p}` is the projection, filled with `qk[0]` (query)
 and `qk[1]` (key); every other field (`{i}`, or ALBERT's `{g}` and `{j}`) is a number read

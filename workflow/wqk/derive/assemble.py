@@ -63,18 +63,23 @@ def _weights(group: list[SiteFacts], every: bool = False) -> tuple[str, tuple[st
     return split[0], split[1], q[1]
 
 
+def _each_layers(names: list[str], layers: list[tuple[int, ...]], every: bool = False) -> str | None:
+    """The template of names that are each layer's own (their varying numbers are the layers'); None
+    where they are not."""
+    t = template(names, every)
+    return t[0] if t is not None and t[1] == layers else None
+
+
 def _norms(group: list[SiteFacts], layers: list[tuple[int, ...]], every: bool = False) -> dict:
     """norm / first_norm / pre_norm: the norm is kept when it is each layer's own (its varying
     numbers are the layer's), first_norm when only layer 0's is another."""
     names = [f.norm for f in group]
-    if all(names):
-        t = template(names, every)
-        if t is not None and t[1] == layers:
-            return dict(norm=t[0])
+    if all(names) and (t := _each_layers(names, layers, every)) is not None:
+        return dict(norm=t)
     if len(group) > 1 and all(names[1:]) and group[0].feeding_norm:
-        t = template(names[1:], every)  # layer 0 reads the embeddings' norm (its own is an identity: ModernBERT)
-        if t is not None and t[1] == layers[1:]:
-            return dict(norm=t[0], first_norm=group[0].feeding_norm)
+        # layer 0 reads the embeddings' norm (its own is an identity: ModernBERT)
+        if (t := _each_layers(names[1:], layers[1:], every)) is not None:
+            return dict(norm=t, first_norm=group[0].feeding_norm)
     return dict(norm=None, pre_norm=False, norm_centred=None)
 
 
@@ -85,9 +90,9 @@ def _k_norm(group: list[SiteFacts], layers: list[tuple[int, ...]], every: bool =
     names = [f.k_norm for f in group]
     if not all(names):
         return {}
-    t = template(names, every)
-    if t is not None and t[1] == layers and all(same_layer(f.k_norm, f.q_weight) for f in group):
-        return dict(k_norm=t[0])
+    own = all(same_layer(f.k_norm, f.q_weight) for f in group)
+    if own and (t := _each_layers(names, layers, every)) is not None:
+        return dict(k_norm=t)
     return dict(k_norm=names[0]) if len(set(names)) == 1 else {}
 
 
@@ -130,23 +135,21 @@ def _merge(group: list[SiteFacts], others: list[SiteFacts] = ()) -> tuple[Attent
     if len({f.attention.qk_norm_unit for f in group}) > 1:
         changes.update(qk_norm_unit=True, qk_norm_layers=_qk_norm_layers(group, weight, layers))
     if group[0].q_bias is not None:
-        t = template([f.q_bias for f in group], every)
-        if t is None or t[1] != layers:
+        if (t := _each_layers([f.q_bias for f in group], layers, every)) is None:
             raise Underivable("layout", f"the query biases of {group[0].q_weight} are not each layer's own")
-        changes["q_bias"] = t[0]
+        changes["q_bias"] = t
     if any(f.q_scale for f in group):
-        t = template([f.q_scale or "" for f in group], every)
-        if t is None or t[1] != layers:
+        if (t := _each_layers([f.q_scale or "" for f in group], layers, every)) is None:
             raise Underivable("layout", f"the query scales of {group[0].q_weight} are not each layer's own")
-        changes["q_scale"] = t[0]
+        changes["q_scale"] = t
     if changes.get("norm") is None and group[0].qk_norm is None:  # the offset of no gain the record reads
         changes["gain_offset"] = 0.0
     changes.update(_k_norm(group, layers, every))
     if group[0].qk_norm is not None:
-        qn = [template([f.qk_norm[i] for f in group], every) for i in (0, 1)]
-        if any(t is None or t[1] != layers for t in qn):
+        qn = tuple(_each_layers([f.qk_norm[i] for f in group], layers, every) for i in (0, 1))
+        if None in qn:
             raise Underivable("layout", f"the QK-norm gains of {group[0].q_weight} are not each layer's own")
-        changes["qk_norm"] = (qn[0][0], qn[1][0])
+        changes["qk_norm"] = qn
     return dataclasses.replace(first, **changes), layers
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from ..adapters.common import SHARDS
+from ..adapters.reader import numbers_in
 from ..adapters.record import AR, BI, Attention
 from .calls import AttentionCall, Side, Underivable
 from .trace import ModuleCall, Trace
@@ -166,9 +167,10 @@ def last_layer(name: str, parameters, q_weight: str) -> str:
     if not numbered or same_layer(name, q_weight):
         return name
     n = numbered[-1]
-    rx = re.compile(re.escape(".".join(parts[:n]) + ".") + r"(\d+)" + re.escape("." + ".".join(parts[n + 1 :])))
-    numbers = {int(m.group(1)) for p in parameters if (m := rx.fullmatch(p))}
-    if len(numbers) > 1 and int(parts[n]) == max(numbers):
+    numbers = numbers_in(
+        parameters, re.escape(".".join(parts[:n]) + ".") + r"(\d+)" + re.escape("." + ".".join(parts[n + 1 :]))
+    )
+    if len(numbers) > 1 and (int(parts[n]),) == numbers[-1]:
         parts[n] = "{last}"
     return ".".join(parts)
 
